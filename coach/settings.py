@@ -1,0 +1,259 @@
+"""Settings, all read from the environment (every variable is listed in .env.example).
+
+Production is the default: DJANGO_DEBUG must be switched on explicitly, and a missing
+secret stops start-up with a message naming it. The run command writes development
+secrets to a git-ignored `.env` once, so a fresh machine needs no setup.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.csp import CSP
+
+from coach.environment import env_bool, env_int, env_list, env_required, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+DEBUG = env_bool("DJANGO_DEBUG", default=False)
+
+SECRET_KEY = env_required(
+    "DJANGO_SECRET_KEY",
+    why="it signs sessions and tokens; make one with: python -c 'import secrets; print(secrets.token_urlsafe(50))'",
+)
+# Newest first: the first key encrypts, every key decrypts (so keys can be rotated).
+FIELD_ENCRYPTION_KEYS = [
+    key.strip()
+    for key in env_required(
+        "FIELD_ENCRYPTION_KEYS",
+        why="it encrypts memories and messages at rest; make a key with: "
+        "python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'",
+    ).split(",")
+    if key.strip()
+]
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
+if not ALLOWED_HOSTS:
+    raise ImproperlyConfigured("ALLOWED_HOSTS is not set: list the host names this app answers to, comma-separated.")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", default=[])
+# The public address of the app, for links in emails (verification, unsubscribe).
+SITE_URL = env_str("SITE_URL", "http://localhost:8000" if DEBUG else "").rstrip("/")
+if not SITE_URL:
+    raise ImproperlyConfigured("SITE_URL is not set: the https address users reach the app at, for links in emails.")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "allauth",
+    "allauth.account",
+    "django_htmx",
+    "coach",
+    "memory",
+    "accounts",
+    "emails",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
+    "coach.middleware.csp_nonce_on_every_response",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "allauth.account.middleware.AccountMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "coach.urls"
+WSGI_APPLICATION = "coach.wsgi.application"
+ASGI_APPLICATION = "coach.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.template.context_processors.csp",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# Services. The run and test commands start local ones where these are unset.
+DATABASE_URL = env_required(
+    "DATABASE_URL", why="the run and test commands start a local PostgreSQL when it is unset; elsewhere set it."
+)
+try:
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)}
+except ValueError as error:
+    raise ImproperlyConfigured(f"DATABASE_URL is not a database URL Django can use: {error}") from None
+if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+    raise ImproperlyConfigured("DATABASE_URL must point at PostgreSQL (postgresql://...): memories need pgvector.")
+# An unreachable database fails a request in seconds, not after the OS's TCP timeout.
+DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout", 5)
+
+REDIS_URL = env_required(
+    "REDIS_URL", why="the run and test commands start a local Redis when it is unset; elsewhere set it."
+)
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": "coach",
+        "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2},
+    }
+}
+
+AUTH_USER_MODEL = "accounts.User"
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "allauth.account.auth_backends.AuthenticationBackend",
+]
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "account_login"
+LOGIN_REDIRECT_URL = "chat"
+
+# django-allauth: email and password, verified email, rate limits on (they count in Redis).
+ACCOUNT_LOGIN_METHODS = {"email"}
+ACCOUNT_SIGNUP_FIELDS = ["email*", "password1*", "password2*"]
+ACCOUNT_USER_MODEL_USERNAME_FIELD = None
+ACCOUNT_UNIQUE_EMAIL = True
+ACCOUNT_EMAIL_VERIFICATION = env_str("ACCOUNT_EMAIL_VERIFICATION", "mandatory")
+if not DEBUG and ACCOUNT_EMAIL_VERIFICATION != "mandatory":
+    raise ImproperlyConfigured("ACCOUNT_EMAIL_VERIFICATION must be 'mandatory' in production.")
+ACCOUNT_LOGIN_ON_EMAIL_CONFIRMATION = True
+ACCOUNT_CONFIRM_EMAIL_ON_GET = False
+ACCOUNT_LOGOUT_ON_PASSWORD_CHANGE = False
+ACCOUNT_DEFAULT_HTTP_PROTOCOL = SITE_URL.split("://", 1)[0]
+ACCOUNT_RATE_LIMITS = {
+    "login": "30/m/ip",
+    "login_failed": "10/m/ip,5/5m/key",
+    "signup": "20/m/ip",
+    "confirm_email": "1/3m/key",
+    "reset_password": "20/m/ip,5/m/key",
+    "reset_password_from_key": "20/m/ip",
+    "change_password": "5/m/user",
+}
+
+# Mail: SMTP where EMAIL_HOST is set; in development without it, mail prints to the console.
+# Lower case: an EMAIL_HOST setting beside MAILERS is refused by Django 6.1.
+email_host = env_str("EMAIL_HOST")
+if email_host:
+    MAILERS = {
+        "default": {
+            "BACKEND": "django.core.mail.backends.smtp.EmailBackend",
+            "OPTIONS": {
+                "host": email_host,
+                "port": env_int("EMAIL_PORT", default=587),
+                "username": env_str("EMAIL_HOST_USER") or None,
+                "password": env_str("EMAIL_HOST_PASSWORD") or None,
+                "use_tls": env_bool("EMAIL_USE_TLS", default=True),
+                "timeout": env_int("EMAIL_TIMEOUT_SECONDS", default=10),
+            },
+        }
+    }
+elif DEBUG:
+    MAILERS = {"default": {"BACKEND": "django.core.mail.backends.console.EmailBackend"}}
+else:
+    raise ImproperlyConfigured("EMAIL_HOST is not set: production sends verification and follow-up mail over SMTP.")
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Coach <coach@localhost>")
+SERVER_EMAIL = DEFAULT_FROM_EMAIL
+
+# Celery: Redis is broker and result store. Schedules live beside the tasks they run.
+CELERY_BROKER_URL = REDIS_URL
+CELERY_RESULT_BACKEND = REDIS_URL
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TIMEZONE = "UTC"
+# A task not acknowledged within this is delivered again: never schedule past it.
+CELERY_VISIBILITY_TIMEOUT_SECONDS = 3600
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_VISIBILITY_TIMEOUT_SECONDS}
+CELERY_BEAT_SCHEDULE: dict[str, dict] = {}
+
+# The language model. Without OPENAI_API_KEY the app talks to its offline coach.
+OPENAI_API_KEY = env_str("OPENAI_API_KEY")
+OFFLINE_COACH_URL = "http://127.0.0.1:8001/v1"
+OPENAI_BASE_URL = env_str("OPENAI_BASE_URL") or (None if OPENAI_API_KEY else OFFLINE_COACH_URL)
+COACH_MODEL = env_str("COACH_MODEL") or ("gpt-4.1-mini" if OPENAI_API_KEY else "offline-coach")
+EMBEDDING_MODEL = env_str("EMBEDDING_MODEL") or ("text-embedding-3-small" if OPENAI_API_KEY else "offline-embedding")
+
+# Content-Security-Policy: our own origin plus a fresh nonce per response; nothing inline
+# without it, no eval. htmx is vendored under static/ for this reason.
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF, CSP.NONCE],
+    "style-src": [CSP.SELF, CSP.NONCE],
+    "img-src": [CSP.SELF, "data:"],
+    "font-src": [CSP.SELF],
+    "connect-src": [CSP.SELF],
+    "form-action": [CSP.SELF],
+    "base-uri": [CSP.SELF],
+    "frame-ancestors": [CSP.NONE],
+    "object-src": [CSP.NONE],
+}
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+if not DEBUG:
+    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=True)
+    # Health checks come over plain HTTP from inside the deployment.
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+    if env_bool("TRUST_X_FORWARDED_PROTO", default=False):
+        SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", default=31536000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+
+LANGUAGE_CODE = "en-gb"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
+        if DEBUG
+        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+    },
+}
+# In development static files are served straight from the source folders.
+WHITENOISE_USE_FINDERS = DEBUG
+WHITENOISE_AUTOREFRESH = DEBUG
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+}
