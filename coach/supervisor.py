@@ -1,0 +1,273 @@
+"""The run command: every process of the app, under one supervisor, on this machine.
+
+    python -m coach.supervisor [--port 8000]
+    python -m coach.supervisor --manage createsuperuser
+
+Writes development secrets to `.env` the first time, starts PostgreSQL and Redis where
+their URLs are unset (data kept in `.data/`), migrates, then runs the web app (uvicorn,
+ASGI), a Celery worker, Celery beat and, without OPENAI_API_KEY, the offline coach.
+Ctrl-C stops every process it started; if one of them dies, the rest are stopped too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from coach.health import postgres_problem, redis_problem
+from coach.localservices import LocalServiceError, start_missing_services, stop_services
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = BASE_DIR / ".data"
+ENV_FILE = BASE_DIR / ".env"
+STOP_TIMEOUT_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class ProcessSpec:
+    name: str
+    argv: list[str]
+
+
+class AlreadyRunning(RuntimeError):
+    pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Run the whole app on this machine.")
+    parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+    parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
+    parser.add_argument("--data-dir", type=Path, default=DATA_DIR, help="local services' data (default .data/)")
+    parser.add_argument("--env-file", type=Path, default=ENV_FILE, help="development settings (default .env)")
+    parser.add_argument(
+        "--manage",
+        nargs=argparse.REMAINDER,
+        metavar="COMMAND",
+        help="instead of running the app, run one manage.py command with the same settings and services",
+    )
+    args = parser.parse_args(argv)
+    data_dir: Path = args.data_dir.resolve()
+
+    os.chdir(BASE_DIR)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    running_env = data_dir / "running.env"
+    if args.manage is not None:
+        lock = None
+        if app_is_running(data_dir) and running_env.exists():
+            # Beside a running app: use its PostgreSQL and Redis rather than start others.
+            load_env_file(running_env)
+    else:
+        try:
+            lock = hold_run_lock(data_dir / "run.lock")
+        except AlreadyRunning as error:
+            return fail(str(error))
+
+    if ensure_env_file(args.env_file):
+        say(f"wrote development secrets to {args.env_file.name} (git-ignored); keep it to keep your data readable")
+    load_env_file(args.env_file)
+
+    try:
+        services = start_missing_services(data_dir)
+    except LocalServiceError as error:
+        return fail(str(error))
+    for service in services:
+        say(f"started a local {service.name} (data in {data_dir / service.name})")
+    if lock is not None:
+        running_env.write_text(f"DATABASE_URL={os.environ['DATABASE_URL']}\nREDIS_URL={os.environ['REDIS_URL']}\n")
+
+    try:
+        if problem := preflight():
+            return fail(problem)
+        if args.manage is not None:
+            return subprocess.call([sys.executable, "manage.py", *args.manage])
+        if subprocess.call([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"]) != 0:
+            return fail("migrations failed (see above)")
+        url = f"http://{args.host}:{args.port}/"
+        return supervise(app_processes(args.host, args.port, data_dir), url=url)
+    finally:
+        stop_services(services)
+        if lock is not None:
+            running_env.unlink(missing_ok=True)
+            lock.close()
+
+
+def preflight() -> str | None:
+    """One line naming what does not answer, before anything starts."""
+    if problem := postgres_problem(os.environ["DATABASE_URL"]):
+        return f"PostgreSQL at DATABASE_URL does not answer: {problem}"
+    if problem := redis_problem(os.environ["REDIS_URL"]):
+        return f"Redis at REDIS_URL does not answer: {problem}"
+    return None
+
+
+def app_processes(host: str, port: int, data_dir: Path) -> list[ProcessSpec]:
+    python = sys.executable
+    specs = [
+        ProcessSpec("web", [python, "-m", "uvicorn", "coach.asgi:application", "--host", host, "--port", str(port)]),
+        ProcessSpec("worker", [python, "-m", "celery", "-A", "coach", "worker", "--loglevel", "INFO"]),
+        ProcessSpec(
+            "beat",
+            [
+                python,
+                "-m",
+                "celery",
+                "-A",
+                "coach",
+                "beat",
+                "--loglevel",
+                "INFO",
+                "--schedule",
+                str(data_dir / "celerybeat-schedule"),
+            ],
+        ),
+    ]
+    if not os.environ.get("OPENAI_API_KEY"):
+        offline_port = urlsplit(os.environ.get("OPENAI_BASE_URL") or "http://127.0.0.1:8001").port or 8001
+        specs.append(ProcessSpec("coach", [python, "manage.py", "offline_coach", "--port", str(offline_port)]))
+    return specs
+
+
+def supervise(specs: list[ProcessSpec], *, url: str) -> int:
+    """Start every process, relay their output, and stop them all when one ends or on Ctrl-C."""
+    stopping = threading.Event()
+
+    def request_stop(signum: int, frame: object) -> None:
+        stopping.set()
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+
+    width = max(len(spec.name) for spec in specs)
+    running: dict[str, subprocess.Popen[bytes]] = {}
+    for spec in specs:
+        process = subprocess.Popen(
+            spec.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            # Own session: Ctrl-C reaches only the supervisor, which stops children in order.
+            start_new_session=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        running[spec.name] = process
+        threading.Thread(target=relay, args=(spec.name.ljust(width), process), daemon=True).start()
+
+    announced = False
+    exit_code = 0
+    while not stopping.is_set():
+        if not announced and answers(url + "healthz"):
+            say(f"the app is running at {url}  (Ctrl-C stops everything)")
+            announced = True
+        for name, process in running.items():
+            if process.poll() is not None:
+                say(f"{name} exited with code {process.returncode}; stopping the others")
+                exit_code = 1
+                stopping.set()
+                break
+        stopping.wait(0.2)
+
+    say("stopping...")
+    for process in running.values():
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT_SECONDS
+    for process in running.values():
+        try:
+            process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    say("stopped")
+    return exit_code
+
+
+def answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def relay(label: str, process: subprocess.Popen[bytes]) -> None:
+    assert process.stdout is not None
+    for line in iter(process.stdout.readline, b""):
+        sys.stdout.write(f"{label} | {line.decode(errors='replace')}")
+        sys.stdout.flush()
+
+
+def hold_run_lock(path: Path):
+    handle = path.open("a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "another process"
+        handle.close()
+        raise AlreadyRunning(
+            f"the app is already running from this folder (pid {holder}); stop it with Ctrl-C first"
+        ) from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(str(os.getpid()))
+    handle.flush()
+    return handle
+
+
+def app_is_running(data_dir: Path) -> bool:
+    try:
+        hold_run_lock(data_dir / "run.lock").close()
+    except AlreadyRunning:
+        return True
+    return False
+
+
+def ensure_env_file(path: Path) -> bool:
+    """Write development secrets once. Returns whether the file was created."""
+    if path.exists():
+        return False
+    from cryptography.fernet import Fernet
+
+    path.write_text(
+        "# Development settings, written once by the run command. Git-ignored: keep it private.\n"
+        "# Losing FIELD_ENCRYPTION_KEYS makes stored memories and messages unreadable.\n"
+        "DJANGO_DEBUG=true\n"
+        f"DJANGO_SECRET_KEY={secrets.token_urlsafe(50)}\n"
+        f"FIELD_ENCRYPTION_KEYS={Fernet.generate_key().decode()}\n"
+    )
+    path.chmod(0o600)
+    return True
+
+
+def load_env_file(path: Path) -> None:
+    """KEY=VALUE lines into os.environ; variables already in the environment win."""
+    for raw in path.read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, value = line.split("=", 1)
+        os.environ.setdefault(key.strip(), value.strip().strip("'\""))
+
+
+def say(message: str) -> None:
+    print(f"coach: {message}", flush=True)
+
+
+def fail(message: str) -> int:
+    print(f"coach: error: {message}", file=sys.stderr, flush=True)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
