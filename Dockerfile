@@ -1,0 +1,23 @@
+# One image for web, worker and beat (docker-compose.yml picks the command).
+FROM python:3.12-slim-bookworm
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /app
+RUN useradd --system --create-home --home-dir /home/coach coach
+
+COPY requirements/app.lock requirements/app.lock
+RUN pip install --no-cache-dir --require-hashes --no-deps -r requirements/app.lock
+
+COPY . .
+# collectstatic needs settings to load, not real services or secrets.
+RUN DJANGO_SECRET_KEY=collectstatic FIELD_ENCRYPTION_KEYS=collectstatic \
+    DATABASE_URL=postgresql://build@localhost/build REDIS_URL=redis://localhost:6379/0 \
+    ALLOWED_HOSTS=build SITE_URL=https://build EMAIL_HOST=build \
+    python manage.py collectstatic --noinput -v 0
+
+USER coach
+EXPOSE 8000
+CMD ["uvicorn", "coach.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--proxy-headers", "--forwarded-allow-ips", "*"]
