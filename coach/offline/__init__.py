@@ -1,0 +1,13 @@
+"""The offline coach: an OpenAI-compatible model server that ships with the app.
+
+It lets the app run with no OpenAI key (`manage.py offline_coach`) and lets tests script
+the model over real HTTP (`ModelServer(scripted=True)`). Its answers come from a
+deterministic, rule-based coach; its embeddings from `offline_embedding`.
+"""
+
+from __future__ import annotations
+
+from coach.offline.embeddings import offline_embedding
+from coach.offline.server import ModelServer
+
+__all__ = ["ModelServer", "offline_embedding"]

@@ -1,0 +1,126 @@
+"""The rule-based coach: what it answers a chat completion request with. Deterministic.
+
+A chat turn whose last message is the user's, with `save_memory` offered, calls it once
+per memory-worthy statement. After tool results it answers in words, unless a save was
+refused as a duplicate: then, once per user message, it merges into the existing memory
+with `update_memory`. Summaries, emails and weekly episodes are answered in words.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields, replace
+from datetime import date
+from typing import Any
+
+from coach.offline.chat import chat_reply
+from coach.offline.documents import follow_up_email, session_summary, weekly_episode
+from coach.offline.prompt import (
+    CallResult,
+    Kind,
+    Remembered,
+    as_remembered,
+    callable_tools,
+    called_since_user,
+    latest_round,
+    remembered,
+    request_kind,
+    stated_today,
+    text_of,
+)
+from coach.offline.reply import Reply, ToolCall
+from coach.offline.statements import notes_in
+
+SAVE = "save_memory"
+UPDATE = "update_memory"
+MERGE_REASON = "The user said this again in other words; merged into the existing memory instead of a duplicate."
+
+DOCUMENTS = {
+    Kind.SESSION_SUMMARY: session_summary,
+    Kind.WEEKLY_EPISODE: weekly_episode,
+    Kind.FOLLOW_UP_EMAIL: follow_up_email,
+}
+
+
+def respond(body: dict[str, Any], *, today: date) -> Reply:
+    """The coach's answer to a chat completion request; `today` unless the prompt states a date."""
+    messages: list[dict[str, Any]] = body.get("messages") or []
+    today = stated_today(messages) or today
+    kind = request_kind(messages)
+    if kind in DOCUMENTS:
+        return Reply(text=DOCUMENTS[kind](messages, today=today))
+    return _chat_turn(body, messages, today)
+
+
+def _chat_turn(body: dict[str, Any], messages: list[dict[str, Any]], today: date) -> Reply:
+    tools = callable_tools(body)
+    last = messages[-1] if messages else {}
+    if last.get("role") == "user" and SAVE in tools and (notes := notes_in(text_of(last), today=today)):
+        return Reply(tool_calls=tuple(ToolCall(SAVE, json.dumps(note.arguments())) for note in notes))
+    latest = latest_round(messages) if last.get("role") == "tool" else []
+    if UPDATE in tools and not called_since_user(messages, UPDATE) and (merges := _merges(latest)):
+        return Reply(tool_calls=merges)
+    known = remembered(messages)
+    return Reply(
+        text=chat_reply(
+            user_text=_last_user_text(messages),
+            just_told=_just_told(latest, known),
+            remembered=known,
+        )
+    )
+
+
+def _just_told(latest: list[CallResult], known: list[Remembered]) -> list[Remembered]:
+    """What the latest round wrote down; an update reads as the memory it changed."""
+    by_key = {item.key: item for item in known}
+    told = []
+    for call in latest:
+        if call.name not in {SAVE, UPDATE}:
+            continue
+        changes = {name: value for name, value in call.arguments.items() if value is not None}
+        earlier = by_key.get(str(changes.get("key")))
+        told.append(replace(earlier, **_fields(changes)) if call.name == UPDATE and earlier else as_remembered(changes))
+    return told
+
+
+def _fields(changes: dict[str, Any]) -> dict[str, Any]:
+    names = {field.name for field in fields(Remembered)}
+    return {name: value for name, value in changes.items() if name in names and isinstance(value, str)}
+
+
+def _merges(latest: list[CallResult]) -> tuple[ToolCall, ...]:
+    """An `update_memory` call for each save refused as a duplicate, into its first duplicate."""
+    merges: dict[str, ToolCall] = {}
+    for call in latest:
+        duplicate = _first_duplicate(call)
+        if call.name != SAVE or duplicate is None or duplicate["key"] in merges:
+            continue
+        merges[duplicate["key"]] = ToolCall(UPDATE, json.dumps(_merge_arguments(call.arguments, duplicate)))
+    return tuple(merges.values())
+
+
+def _first_duplicate(call: CallResult) -> dict[str, Any] | None:
+    duplicates = call.result.get("duplicates") if isinstance(call.result, dict) else None
+    if not isinstance(duplicates, list):
+        return None
+    return next((item for item in duplicates if isinstance(item, dict) and isinstance(item.get("key"), str)), None)
+
+
+def _merge_arguments(refused: dict[str, Any], existing: dict[str, Any]) -> dict[str, Any]:
+    new_content = str(refused.get("content") or refused.get("summary") or "")
+    old_content = str(existing.get("content") or existing.get("summary") or "")
+    content = new_content if not old_content or old_content in new_content else f"{old_content}\n{new_content}"
+    return {
+        "key": existing["key"],
+        "summary": refused.get("summary"),
+        "content": content,
+        "tier": None,
+        "category": None,
+        "due_at": refused.get("due_at"),
+        "status": None,
+        "reason": MERGE_REASON,
+    }
+
+
+def _last_user_text(messages: list[dict[str, Any]]) -> str:
+    return next((text_of(message) for message in reversed(messages) if message.get("role") == "user"), "")

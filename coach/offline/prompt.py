@@ -1,0 +1,240 @@
+"""Reading a chat completion request the way the app writes its prompts.
+
+The offline coach relies on these conventions, and only these:
+
+- The first line of the first system message names the request: `# Coach` (a chat turn),
+  `# Session summary`, `# Follow-up email` or `# Weekly episode`; anything else is a chat turn.
+- A line `Today: YYYY-MM-DD` in a system message is today's date.
+- Any line of a system message that is a JSON object with "key" and "summary" is a memory
+  (the other fields, "tier", "category", "content", "due_at", are optional).
+- A line starting `Previous email:` begins an earlier email; the lines under it belong to
+  it, up to the next such line, a `#` heading, a memory line or the end of the message.
+- Conversation quoted in a system or user message is one turn per line, `User: ...` or
+  `Assistant: ...` (`Coach: ...` also counts as the assistant).
+- A line `Name: ...` is the user's name, for greeting them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import date
+from enum import StrEnum
+from typing import Any
+
+TODAY = re.compile(r"^\s*Today:\s*(\d{4}-\d{2}-\d{2})\s*$", re.MULTILINE)
+NAME = re.compile(r"^\s*Name:\s*(.+?)\s*$", re.MULTILINE)
+PREVIOUS_EMAIL = re.compile(r"^\s*Previous email:\s*", re.IGNORECASE)
+CONVERSATION_LINE = re.compile(
+    r"^\s*(?:[-*\u2022]\s*)?\**(user|assistant|coach)\**\s*:\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE
+)
+
+
+class Kind(StrEnum):
+    """What a request asks the coach for."""
+
+    CHAT = "coach"
+    SESSION_SUMMARY = "session summary"
+    FOLLOW_UP_EMAIL = "follow-up email"
+    WEEKLY_EPISODE = "weekly episode"
+
+
+@dataclass(frozen=True)
+class Remembered:
+    """A memory the app listed in the system prompt."""
+
+    key: str
+    summary: str
+    tier: str = ""
+    category: str = ""
+    content: str = ""
+    due_at: str | None = None
+
+
+@dataclass(frozen=True)
+class Line:
+    """One turn of a conversation: "user" or "assistant", and what they said."""
+
+    role: str
+    text: str
+
+
+@dataclass(frozen=True)
+class CallResult:
+    """A tool call the assistant made in the latest round, and the result the app sent back."""
+
+    name: str
+    arguments: dict[str, Any]
+    result: Any
+
+
+def text_of(message: dict[str, Any]) -> str:
+    """A message's text, whether its content is a string or a list of parts."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return ""
+
+
+def system_text(messages: list[dict[str, Any]]) -> str:
+    """Every system (or developer) message's text, in order."""
+    return "\n".join(text_of(message) for message in messages if message.get("role") in {"system", "developer"})
+
+
+def request_text(messages: list[dict[str, Any]]) -> str:
+    """The system and user messages' text: where the app puts what a document is built from."""
+    return "\n".join(text_of(message) for message in messages if message.get("role") in {"system", "developer", "user"})
+
+
+def request_kind(messages: list[dict[str, Any]]) -> Kind:
+    """The kind named by the first line of the first system message; a chat turn by default."""
+    first = next((message for message in messages if message.get("role") in {"system", "developer"}), None)
+    heading = text_of(first).strip().split("\n", 1)[0] if first else ""
+    name = heading.lstrip("#").strip().lower() if heading.startswith("#") else ""
+    return next((kind for kind in Kind if name.startswith(kind.value)), Kind.CHAT)
+
+
+def stated_today(messages: list[dict[str, Any]]) -> date | None:
+    """The date of a `Today: YYYY-MM-DD` line in the system prompt, if there is a valid one."""
+    match = TODAY.search(system_text(messages))
+    if not match:
+        return None
+    try:
+        return date.fromisoformat(match.group(1))
+    except ValueError:
+        return None
+
+
+def user_name(messages: list[dict[str, Any]]) -> str | None:
+    """The name on a `Name: ...` line, if the request has one."""
+    match = NAME.search(request_text(messages))
+    return match.group(1) if match else None
+
+
+def remembered(messages: list[dict[str, Any]]) -> list[Remembered]:
+    """The memories listed in the system prompt, in order, one per key."""
+    found: dict[str, Remembered] = {}
+    for line in system_text(messages).splitlines():
+        item = _json_object(line)
+        if item and isinstance(item.get("key"), str) and isinstance(item.get("summary"), str):
+            found.setdefault(item["key"], as_remembered(item))
+    return list(found.values())
+
+
+def previous_emails(messages: list[dict[str, Any]]) -> list[str]:
+    """The text of each earlier email the request lists, subject and body together."""
+    emails: list[list[str]] = []
+    for message in messages:
+        if message.get("role") not in {"system", "developer", "user"}:
+            continue
+        in_email = False
+        for line in text_of(message).splitlines():
+            if PREVIOUS_EMAIL.match(line):
+                emails.append([PREVIOUS_EMAIL.sub("", line)])
+                in_email = True
+            elif line.lstrip().startswith("#") or _json_object(line):
+                in_email = False
+            elif in_email:
+                emails[-1].append(line)
+    return ["\n".join(lines).strip() for lines in emails]
+
+
+def conversation(messages: list[dict[str, Any]]) -> list[Line]:
+    """The conversation a document is about: quoted `User:`/`Assistant:` lines, else the messages."""
+    quoted = [
+        Line("user" if match.group(1).lower() == "user" else "assistant", match.group(2))
+        for match in CONVERSATION_LINE.finditer(request_text(messages))
+    ]
+    if quoted:
+        return quoted
+    return [
+        Line(message["role"], text_of(message).strip())
+        for message in messages
+        if message.get("role") in {"user", "assistant"} and text_of(message).strip()
+    ]
+
+
+def callable_tools(body: dict[str, Any]) -> frozenset[str]:
+    """The function names the model may call, after `tool_choice` ("none", or one named function)."""
+    names = {
+        tool["function"]["name"]
+        for tool in body.get("tools") or []
+        if isinstance(tool, dict) and tool.get("type") == "function" and isinstance(tool.get("function"), dict)
+    }
+    choice = body.get("tool_choice")
+    if choice == "none":
+        return frozenset()
+    if isinstance(choice, dict) and isinstance(choice.get("function"), dict):
+        return frozenset(names & {choice["function"].get("name")})
+    return frozenset(names)
+
+
+def latest_round(messages: list[dict[str, Any]]) -> list[CallResult]:
+    """The calls of the last assistant message with tool calls, each with its result, if it ends the request."""
+    results: dict[str, Any] = {}
+    for message in reversed(messages):
+        if message.get("role") == "tool":
+            results[message.get("tool_call_id", "")] = _parsed(text_of(message))
+        elif message.get("role") == "assistant" and message.get("tool_calls"):
+            return [
+                CallResult(
+                    call.get("function", {}).get("name", ""),
+                    _json_arguments(call.get("function", {}).get("arguments")),
+                    results.get(call.get("id", "")),
+                )
+                for call in message["tool_calls"]
+            ]
+        else:
+            break
+    return []
+
+
+def called_since_user(messages: list[dict[str, Any]], name: str) -> bool:
+    """Whether the assistant called `name` after the user's latest message."""
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            return False
+        calls = message.get("tool_calls") or [] if message.get("role") == "assistant" else []
+        if any(call.get("function", {}).get("name") == name for call in calls):
+            return True
+    return False
+
+
+def as_remembered(item: dict[str, Any]) -> Remembered:
+    """A memory from a JSON object (a prompt line, or a tool call's arguments); missing fields empty."""
+
+    def field(name: str) -> str:
+        value = item.get(name)
+        return value if isinstance(value, str) else ""
+
+    return Remembered(
+        key=field("key"),
+        summary=field("summary"),
+        tier=field("tier"),
+        category=field("category"),
+        content=field("content"),
+        due_at=field("due_at") or None,
+    )
+
+
+def _json_object(line: str) -> dict[str, Any] | None:
+    line = line.strip().removeprefix("- ").strip()
+    if not (line.startswith("{") and line.endswith("}")):
+        return None
+    parsed = _parsed(line)
+    return parsed if isinstance(parsed, dict) else None
+
+
+def _json_arguments(arguments: Any) -> dict[str, Any]:
+    parsed = _parsed(arguments) if isinstance(arguments, str) else arguments
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def _parsed(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text

@@ -1,0 +1,494 @@
+"""What in a user's message is worth remembering, as the notes a coach would write down.
+
+Each recogniser reads one statement (a sentence, or the part of one where a new "I ..."
+begins) and returns at most one note. A statement with a date in it is an intention ("a
+talk in June"), so it does not also count as a goal or a schedule. Questions are never
+statements. Notes with the same key are merged, so one message yields one note per key,
+in the order the user said them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import date
+from typing import Final
+
+from coach.offline.dates import find_due_date, month_name
+from coach.offline.embeddings import STOP_WORDS
+from coach.offline.phrasing import (
+    as_sentence,
+    capitalise,
+    clause_end,
+    clip,
+    join_words,
+    lower_first,
+    slug,
+    statements,
+    summarise_clause,
+    third_person,
+)
+
+PROFILE: Final = "profile"
+PROSPECTIVE: Final = "prospective"
+
+# Said about the past: not an intention, not a standing schedule.
+PAST = re.compile(r"\b(?:went|was|were|had|did|yesterday|ago|last)\b", re.IGNORECASE)
+FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|my)\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Note:
+    """One memory the coach would save: the arguments of a `save_memory` call."""
+
+    key: str
+    tier: str
+    category: str
+    summary: str
+    content: str
+    due_at: str | None = None
+
+    def arguments(self) -> dict[str, str | None]:
+        """The `save_memory` arguments, every key present."""
+        return {
+            "key": self.key,
+            "tier": self.tier,
+            "category": self.category,
+            "summary": self.summary,
+            "content": self.content,
+            "due_at": self.due_at,
+        }
+
+
+@dataclass(frozen=True)
+class _Found:
+    start: int
+    note: Note
+
+
+Recogniser = Callable[[str, date], _Found | None]
+
+
+def notes_in(text: str, *, today: date) -> list[Note]:
+    """The memory-worthy statements in `text`, in order, one note per key."""
+    notes: list[Note] = []
+    for statement in statements(text):
+        if statement.endswith("?"):
+            continue
+        found = sorted(_found_in(statement, today), key=lambda item: item.start)
+        notes.extend(item.note for item in found)
+    return _merge_same_keys(notes)
+
+
+def _found_in(sentence: str, today: date) -> list[_Found]:
+    found = [item for recognise in RECOGNISERS if (item := recognise(sentence, today))]
+    if any(item.note.tier == PROSPECTIVE for item in found):
+        found = [item for item in found if item.note.category not in {"goal", "schedule"}]
+    return found
+
+
+def _merge_same_keys(notes: list[Note]) -> list[Note]:
+    merged: dict[str, Note] = {}
+    for note in notes:
+        earlier = merged.get(note.key)
+        if earlier is None:
+            merged[note.key] = note
+        elif note.content not in earlier.content:
+            summary = clip(f"{earlier.summary}; {lower_first(note.summary)}")
+            merged[note.key] = replace(earlier, summary=summary, content=f"{earlier.content}\n{note.content}")
+    return list(merged.values())
+
+
+# Injuries ----------------------------------------------------------------------------
+
+BODY_PART = re.compile(
+    r"\b(?:(left|right)\s+)?(lower back|upper back|rotator cuff|back|neck|shoulder|elbow|wrist|hand|hip|knee|ankle"
+    r"|foot|feet|hamstring|achilles|calf|groin|shin|quad|glute|acl|meniscus|spine|toe|finger|thumb)s?\b",
+    re.IGNORECASE,
+)
+# "I'm back from holiday" is not about a back.
+NOT_A_BODY_PART = re.compile(r"\b(?:i'm|i am|be|been|come|came|coming|get|got|getting|go|going|went|bounce)\s+$", re.I)
+INJURY_ADJECTIVES = {
+    "bad": "Bad",
+    "injured": "Injured",
+    "hurt": "Hurt",
+    "sore": "Sore",
+    "painful": "Painful",
+    "torn": "Torn",
+    "tore": "Torn",
+    "sprained": "Sprained",
+    "broken": "Broken",
+    "broke": "Broken",
+    "strained": "Strained",
+    "pulled": "Pulled",
+    "weak": "Weak",
+    "dodgy": "Dodgy",
+    "tweaked": "Tweaked",
+    "dislocated": "Dislocated",
+    "stiff": "Stiff",
+    "damaged": "Damaged",
+    "fractured": "Fractured",
+    "ruptured": "Ruptured",
+    "swollen": "Swollen",
+    "inflamed": "Inflamed",
+}
+INJURY_NOUNS = {
+    "impingement": "impingement",
+    "tendinitis": "tendinitis",
+    "tendonitis": "tendonitis",
+    "bursitis": "bursitis",
+    "surgery": "surgery",
+    "operation": "surgery",
+    "tear": "tear",
+    "sprain": "sprain",
+    "strain": "strain",
+    "fracture": "fracture",
+    "arthritis": "arthritis",
+    "injury": "injury",
+    "pain": "pain",
+    "problem": "problems",
+    "problems": "problems",
+    "issue": "issues",
+    "issues": "issues",
+    "trouble": "trouble",
+    "replacement": "replacement",
+}
+INJURY_CUE = re.compile(r"\b(" + "|".join([*INJURY_ADJECTIVES, *INJURY_NOUNS]) + r")\b", re.IGNORECASE)
+INJURY_REACH_CHARS = 20
+HEALED = re.compile(r"\b(?:no longer|anymore|any more|healed|recovered|fine now)\b", re.IGNORECASE)
+CONSTRAINT = re.compile(
+    r"\b(?:no|avoid|avoiding|can't|cannot|can not|shouldn't|should not|mustn't|must not|not allowed to"
+    r"|not supposed to|nothing|stay away from|steer clear of|without)\s+(?!longer\b|problems?\b|pain\b|issues?\b)",
+    re.IGNORECASE,
+)
+
+
+def _injury(sentence: str, today: date) -> _Found | None:
+    if HEALED.search(sentence):
+        return None
+    for part in BODY_PART.finditer(sentence):
+        if part.group(2).lower() == "back" and NOT_A_BODY_PART.search(sentence[: part.start()]):
+            continue
+        cue = _nearest_cue(sentence, part)
+        if cue is None:
+            continue
+        side = (part.group(1) or "").lower()
+        body = _body_part_name(part.group(2))
+        place = f"{side} {body}".strip()
+        word = cue.group(1).lower()
+        condition = f"{place} {INJURY_NOUNS[word]}" if word in INJURY_NOUNS else f"{INJURY_ADJECTIVES[word]} {place}"
+        constraint = _constraint(sentence, avoid=(part.start(), part.end()))
+        summary = f"{capitalise(condition)}: {constraint}" if constraint else capitalise(condition)
+        note = Note(slug([side, body]), PROFILE, "injury", clip(summary), as_sentence(third_person(sentence)))
+        return _Found(min(part.start(), cue.start()), note)
+    return None
+
+
+def _nearest_cue(sentence: str, part: re.Match[str]) -> re.Match[str] | None:
+    def distance(cue: re.Match[str]) -> int:
+        return max(cue.start() - part.end(), part.start() - cue.end(), 0)
+
+    cues = [cue for cue in INJURY_CUE.finditer(sentence) if distance(cue) <= INJURY_REACH_CHARS]
+    return min(cues, key=distance) if cues else None
+
+
+def _body_part_name(word: str) -> str:
+    lower = word.lower()
+    return {"feet": "foot", "acl": "ACL"}.get(lower, lower)
+
+
+def _constraint(sentence: str, *, avoid: tuple[int, int]) -> str:
+    for match in CONSTRAINT.finditer(sentence):
+        if avoid[0] <= match.start() < avoid[1]:
+            continue
+        text = sentence[match.start() : clause_end(sentence, match.end())].strip()
+        return lower_first(third_person(text))
+    return ""
+
+
+# Allergies ---------------------------------------------------------------------------
+
+ALLERGY_AFTER = re.compile(r"\b(?:allergic to|allerg(?:y|ies) to)\s+", re.IGNORECASE)
+ALLERGY_BEFORE = re.compile(r"([\w-]+(?:\s+[\w-]+)?)\s+allerg(?:y|ies)\b", re.IGNORECASE)
+NOT_ALLERGENS = frozenset(
+    """
+    a an my the severe mild serious bad slight strong food have has got i with bit of
+    life-threatening all any
+    """.split()  # noqa: SIM905 - a word list reads best as words
+)
+COUNTABLE = frozenset(
+    """
+    nut peanut egg almond cashew walnut hazelnut pistachio strawberry tomato prawn seed kiwi banana
+    sting
+    """.split()  # noqa: SIM905 - a word list reads best as words
+)
+LIST_SEPARATOR = re.compile(r",\s*|\s+(?:and|or)\s+", re.IGNORECASE)
+
+
+def _allergy(sentence: str, today: date) -> _Found | None:
+    allergens, start = _allergens(sentence)
+    if not allergens:
+        return None
+    note = Note(
+        slug(["allergy", *allergens]),
+        PROFILE,
+        "allergy",
+        clip(f"Allergic to {join_words(allergens)}"),
+        as_sentence(third_person(sentence)),
+    )
+    return _Found(start, note)
+
+
+def _allergens(sentence: str) -> tuple[list[str], int]:
+    if after := ALLERGY_AFTER.search(sentence):
+        listed = sentence[after.end() : clause_end(sentence, after.end())]
+        return _clean_allergens(LIST_SEPARATOR.split(listed)), after.start()
+    if before := ALLERGY_BEFORE.search(sentence):
+        return _clean_allergens([before.group(1)]), before.start()
+    return [], 0
+
+
+def _clean_allergens(raw: list[str]) -> list[str]:
+    allergens = []
+    for item in raw:
+        words = [word for word in item.lower().split() if word not in NOT_ALLERGENS][:3]
+        if words:
+            allergens.append(" ".join([*words[:-1], _plural(words[-1])]))
+    return allergens
+
+
+def _plural(word: str) -> str:
+    if word not in COUNTABLE:
+        return word
+    if word.endswith("y"):
+        return word[:-1] + "ies"
+    return word + ("es" if word.endswith("o") else "s")
+
+
+INTOLERANCE = re.compile(r"\b(lactose|gluten|fructose|histamine|wheat|dairy|soy|egg)[- ]intoleran(?:t|ce)\b", re.I)
+
+
+def _intolerance(sentence: str, today: date) -> _Found | None:
+    match = INTOLERANCE.search(sentence)
+    if not match:
+        return None
+    food = match.group(1).lower()
+    note = Note(
+        slug(["intolerance", food]),
+        PROFILE,
+        "allergy",
+        f"{capitalise(food)} intolerant",
+        as_sentence(third_person(sentence)),
+    )
+    return _Found(match.start(), note)
+
+
+# Food they will not eat ----------------------------------------------------------------
+
+DIET_LABEL = re.compile(
+    r"\bi(?:'m| am) (?:a |an )?((?:strict |mostly |fully )?(?:vegetarian|vegan|pescatarian|pescetarian|plant-based"
+    r"|teetotal|gluten-free|dairy-free|kosher|halal))\b",
+    re.IGNORECASE,
+)
+DIET_REFUSAL = re.compile(r"\bi (?:don't|do not|never|can't|cannot|won't) (?:eat|drink)\s+\w", re.IGNORECASE)
+
+
+def _diet(sentence: str, today: date) -> _Found | None:
+    if label := DIET_LABEL.search(sentence):
+        summary, start = capitalise(label.group(1).lower()), label.start()
+    elif refusal := DIET_REFUSAL.search(sentence):
+        clause = sentence[refusal.start() : clause_end(sentence, refusal.end())]
+        summary, start = summarise_clause(clause), refusal.start()
+    else:
+        return None
+    return _Found(start, Note("diet", PROFILE, "constraint", clip(summary), as_sentence(third_person(sentence))))
+
+
+# Schedules ---------------------------------------------------------------------------
+
+SCHEDULE_CUE = re.compile(
+    r"(?<!this )(?<!next )(?<!last )\b(?:(?:mon|tues|wednes|thurs|fri|satur|sun)days?|weekends?|weekdays?|mornings?"
+    r"|evenings?|afternoons?|lunchtimes?|nights|(?:night|day|early|late|evening|morning) shifts?|shift work"
+    r"|\d{1,2}(?::\d{2})?\s?(?:am|pm)|before work|after work|every day|daily|(?:once|twice|\w+ times) a week)\b",
+    re.IGNORECASE,
+)
+SCHEDULE_ACTIVITY = re.compile(
+    r"\b(?:train|training|work out|working out|run|running|lift|lifting|exercise|gym|swim|swimming|cycle|cycling"
+    r"|ride|practise|practice|play|free|available|busy|work|working|study|write|writing|walk|shifts?)\b",
+    re.IGNORECASE,
+)
+
+
+def _schedule(sentence: str, today: date) -> _Found | None:
+    cue = SCHEDULE_CUE.search(sentence)
+    if not cue or PAST.search(sentence) or not SCHEDULE_ACTIVITY.search(sentence):
+        return None
+    subjects = [match.start() for match in FIRST_PERSON.finditer(sentence[: cue.start()])]
+    if not subjects and not FIRST_PERSON.search(sentence):
+        return None
+    start = subjects[-1] if subjects else 0
+    clause = sentence[start : clause_end(sentence, cue.end())]
+    note = Note("schedule", PROFILE, "schedule", clip(summarise_clause(clause)), as_sentence(third_person(sentence)))
+    return _Found(start, note)
+
+
+# Goals -------------------------------------------------------------------------------
+
+GOAL = re.compile(
+    r"\bmy (?:main |big |biggest |long-term |ultimate |real )?(?:goal|aim|target|ambition|dream)"
+    r"(?: for this year| this year)? is (?:to )?"
+    r"|\bi(?:'d| would) (?:really )?(?:like|love) to "
+    r"|\bi (?:really )?want to "
+    r"|\bi(?:'m| am) (?:trying|aiming|hoping|working|training|determined|planning) (?:to|for|towards|toward) "
+    r"|\bi (?:hope|plan) to ",
+    re.IGNORECASE,
+)
+# "I want to know ..." asks for something now; it is not a goal.
+NOT_GOALS = frozenset(
+    """
+    know ask understand check see talk chat say tell hear thank clarify
+    """.split()  # noqa: SIM905 - a word list reads best as words
+)
+GOAL_KEY_WORDS = 3
+GOAL_FILLERS = frozenset({"able", "really", "finally"})
+
+
+def _goal(sentence: str, today: date) -> _Found | None:
+    match = GOAL.search(sentence)
+    if not match:
+        return None
+    aim = sentence[match.end() : clause_end(sentence, match.end())].strip()
+    words = [word for word in re.findall(r"[\w-]+", aim.lower()) if word not in STOP_WORDS | GOAL_FILLERS]
+    if not words or aim.split()[0].lower() in NOT_GOALS:
+        return None
+    summary = clip(f"Goal: {lower_first(third_person(aim))}")
+    key = slug(["goal", *words[:GOAL_KEY_WORDS]])
+    return _Found(match.start(), Note(key, PROFILE, "goal", summary, as_sentence(third_person(sentence))))
+
+
+# Coaching style ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Style:
+    pattern: re.Pattern[str]
+    rule: str
+    summary: str
+    how: str
+
+
+STYLES = (
+    _Style(
+        re.compile(
+            r"\b(?:blunt|brutally honest|brutal honesty|straight talk|sugar-?coat\w*|tough love|no fluff"
+            r"|(?:don't|do not) hold back|be direct|direct feedback|honest feedback|give it to me straight)\b",
+            re.IGNORECASE,
+        ),
+        rule="Give blunt, direct feedback without sugar-coating",
+        summary="Wants blunt, direct feedback, no sugar-coating",
+        how="say plainly what isn't working and what to change; skip the cushioning.",
+    ),
+    _Style(
+        re.compile(
+            r"\b(?:keep (?:it|them|things|(?:your )?(?:answers|replies|responses|messages)) (?:short|brief|concise)"
+            r"|(?:short|shorter|brief|concise) (?:answers|replies|responses|messages)"
+            r"|to the point|less (?:text|waffle))\b",
+            re.IGNORECASE,
+        ),
+        rule="Keep answers short",
+        summary="Wants short, to-the-point answers",
+        how="two or three sentences or a short list; no preamble, no recap.",
+    ),
+    _Style(
+        re.compile(
+            r"\b(?:more detail|in (?:more )?detail|detailed (?:answers|explanations|feedback|plans?)"
+            r"|explain (?:the )?why)\b",
+            re.IGNORECASE,
+        ),
+        rule="Explain the reasoning in detail",
+        summary="Wants detailed explanations, with the why",
+        how="give the reason behind each suggestion, with specifics and numbers.",
+    ),
+    _Style(
+        re.compile(
+            r"\b(?:be (?:gentle|kind|encouraging|patient) with me|go easy on me"
+            r"|(?:gentle|encouraging|positive|kind|supportive) (?:feedback|coaching|approach|tone))\b",
+            re.IGNORECASE,
+        ),
+        rule="Be gentle and encouraging",
+        summary="Wants gentle, encouraging coaching",
+        how="lead with what went well; frame changes as next steps, not failures.",
+    ),
+)
+
+
+def _coaching_style(sentence: str, today: date) -> _Found | None:
+    matches = [(match, style) for style in STYLES if (match := style.pattern.search(sentence))]
+    if not matches:
+        return None
+    styles = [style for _, style in matches]
+    rules = " ".join(f"{style.rule}." for style in styles)
+    how = " ".join(capitalise(style.how) for style in styles)
+    content = f'{rules}\nWhy: they asked for it ("{sentence}").\nHow to apply: {how}'
+    summary = clip("; ".join([styles[0].summary, *(lower_first(style.summary) for style in styles[1:])]))
+    start = min(match.start() for match, _ in matches)
+    return _Found(start, Note("coaching-style", PROFILE, "feedback", summary, content))
+
+
+# Intentions with a date --------------------------------------------------------------
+
+EVENT = re.compile(
+    r"\b(half marathon|full marathon|job interview|driving test|marathon|ultra|triathlon|race|5k|10k|talk"
+    r"|presentation|keynote|exam|test|interview|wedding|trip|holiday|vacation|competition|tournament|match|meet"
+    r"|deadline|launch|appointment|surgery|operation|conference|hike|recital|concert|performance|show|audition"
+    r"|defence|defense|move|review|game|event|birthday|party|retreat|camp|new job)s?\b",
+    re.IGNORECASE,
+)
+FUTURE = re.compile(
+    r"\b(?:i'm|i am|i'll|i will|i've got|i have|going to|i need to|i must|i should|i plan|my [\w' ]+ (?:is|are))\b",
+    re.IGNORECASE,
+)
+CLAUSE_START = re.compile(r"[,;:]\s*|\s(?:but|so|and)\s", re.IGNORECASE)
+EVENT_KEY_WORDS = 2
+
+
+def _intention(sentence: str, today: date) -> _Found | None:
+    due = find_due_date(sentence, today)
+    if due is None or PAST.search(sentence):
+        return None
+    event = EVENT.search(sentence)
+    if event:
+        event_words = event.group(1).lower().split()
+    elif FUTURE.search(sentence):
+        before = sentence[: due.start] or sentence[due.end :]
+        event_words = [word for word in re.findall(r"[\w-]+", before.lower()) if word not in STOP_WORDS]
+        event_words = event_words[-EVENT_KEY_WORDS:]
+    else:
+        return None
+    starts = [match.end() for match in CLAUSE_START.finditer(sentence[: due.start])]
+    clause_start = starts[-1] if starts else 0
+    summary = summarise_clause(sentence[clause_start : clause_end(sentence, due.end)])
+    if due.relative:
+        summary = f"{summary} ({due.label})"
+    note = Note(
+        slug([*event_words, month_name(due.day).lower()]),
+        PROSPECTIVE,
+        "project",
+        clip(summary),
+        f"{as_sentence(third_person(sentence))}\nDue: {due.label}.",
+        due.due_at,
+    )
+    return _Found(clause_start, note)
+
+
+RECOGNISERS: tuple[Recogniser, ...] = (
+    _injury,
+    _allergy,
+    _intolerance,
+    _diet,
+    _schedule,
+    _goal,
+    _coaching_style,
+    _intention,
+)

@@ -1,0 +1,454 @@
+"""The rule-based coach behind the offline server: what it remembers, says and writes.
+
+Driven over real HTTP with the openai SDK, as the app drives it; no test queues anything,
+so every answer here is the rule-based coach's own.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import openai
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from openai.types.chat import ChatCompletionMessage
+
+from coach.offline import ModelServer
+
+TODAY = "Today: 2025-03-10"
+KEY = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+ARGUMENT_KEYS = {"key", "tier", "category", "summary", "content", "due_at"}
+CATEGORIES = {
+    *("injury", "safety", "medical", "allergy", "constraint", "background", "preference", "goal", "habit"),
+    *("schedule", "feedback", "project", "reference", "episode", "other"),
+}
+MEMORY_TOOLS = [
+    {"type": "function", "function": {"name": name, "parameters": {"type": "object", "properties": {}}}}
+    for name in ("save_memory", "update_memory", "forget_memory")
+]
+SHOULDER = {
+    "key": "left-shoulder",
+    "tier": "profile",
+    "category": "injury",
+    "source": "user",
+    "summary": "Bad left shoulder: no overhead pressing",
+    "content": "They have a bad left shoulder, so no overhead pressing.",
+    "due_at": None,
+}
+TALK = {
+    "key": "talk-june",
+    "tier": "prospective",
+    "category": "project",
+    "source": "coach",
+    "summary": "Giving a talk in June",
+    "content": "They're giving a talk in June.",
+    "due_at": "2025-06-01T09:00:00+00:00",
+}
+EPISODE = {
+    "key": "week-2025-03-03",
+    "tier": "episodic",
+    "category": "episode",
+    "source": "coach",
+    "summary": "Three short runs; the shoulder held up on push-ups.",
+    "content": "",
+    "due_at": None,
+}
+
+
+@pytest.fixture(scope="module")
+def running_server() -> Iterator[ModelServer]:
+    with ModelServer(scripted=True) as server:
+        yield server
+
+
+@pytest.fixture
+def client(running_server: ModelServer) -> openai.OpenAI:
+    running_server.reset()
+    return openai.OpenAI(base_url=running_server.base_url, api_key="offline", max_retries=0, timeout=5)
+
+
+def system_prompt(heading: str, *memories: dict[str, Any], extra: str = "") -> dict[str, str]:
+    lines = [heading, TODAY, "Name: Ada", extra, "## What you remember", *(json.dumps(memory) for memory in memories)]
+    return {"role": "system", "content": "\n".join(lines)}
+
+
+def ask(client: openai.OpenAI, *messages: dict[str, Any], **options: Any) -> ChatCompletionMessage:
+    options.setdefault("tools", MEMORY_TOOLS)
+    completion = client.chat.completions.create(model="offline-coach", messages=list(messages), **options)
+    message = completion.choices[0].message
+    assert completion.choices[0].finish_reason == ("tool_calls" if message.tool_calls else "stop")
+    return message
+
+
+def saves(client: openai.OpenAI, text: str, *, today: str = TODAY) -> list[dict[str, Any]]:
+    system = {"role": "system", "content": f"# Coach\n{today}"}
+    message = ask(client, system, {"role": "user", "content": text})
+    calls = message.tool_calls or []
+    assert all(call.function.name == "save_memory" for call in calls)
+    if calls:
+        assert message.content is None
+    return [json.loads(call.function.arguments) for call in calls]
+
+
+def only_save(client: openai.OpenAI, text: str, **options: str) -> dict[str, Any]:
+    [save] = saves(client, text, **options)
+    return save
+
+
+def tool_round(
+    name: str, arguments: dict[str, Any], result: dict[str, Any], call_id: str = "call_1"
+) -> list[dict[str, Any]]:
+    call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+    return [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call_id, "content": json.dumps(result)},
+    ]
+
+
+def sentence_count(text: str) -> int:
+    return len(re.findall(r"[.!?](?:\s|$)", text.strip()))
+
+
+# What it notes down ------------------------------------------------------------------
+
+
+def test_a_bad_left_shoulder_becomes_a_protected_injury_save(client: openai.OpenAI) -> None:
+    save = only_save(client, "I have a bad left shoulder, so no overhead pressing.")
+
+    assert save == {
+        "key": "left-shoulder",
+        "tier": "profile",
+        "category": "injury",
+        "summary": "Bad left shoulder: no overhead pressing",
+        "content": "They have a bad left shoulder, so no overhead pressing.",
+        "due_at": None,
+    }
+
+
+@pytest.mark.parametrize(
+    ("statement", "key"),
+    [
+        ("My right knee is injured.", "right-knee"),
+        ("I hurt my back lifting boxes.", "back"),
+        ("I've got shoulder impingement.", "shoulder"),
+    ],
+)
+def test_an_injury_is_keyed_by_side_and_body_part(client: openai.OpenAI, statement: str, key: str) -> None:
+    save = only_save(client, statement)
+
+    assert (save["key"], save["tier"], save["category"]) == (key, "profile", "injury")
+
+
+@pytest.mark.parametrize(
+    ("statement", "key", "summary"),
+    [
+        ("I'm allergic to peanuts.", "allergy-peanuts", "Allergic to peanuts"),
+        ("I have a nut allergy.", "allergy-nuts", "Allergic to nuts"),
+    ],
+)
+def test_an_allergy_is_saved_as_an_allergy(client: openai.OpenAI, statement: str, key: str, summary: str) -> None:
+    save = only_save(client, statement)
+
+    assert (save["key"], save["tier"], save["category"], save["summary"]) == (key, "profile", "allergy", summary)
+
+
+@pytest.mark.parametrize(
+    ("statement", "summary"),
+    [
+        ("I don't eat meat.", "Doesn't eat meat"),
+        ("I never eat pork.", "Never eats pork"),
+        ("I'm vegetarian.", "Vegetarian"),
+        ("I'm vegan.", "Vegan"),
+    ],
+)
+def test_food_they_will_not_eat_is_a_diet_constraint(client: openai.OpenAI, statement: str, summary: str) -> None:
+    save = only_save(client, statement)
+
+    assert (save["key"], save["tier"], save["category"], save["summary"]) == ("diet", "profile", "constraint", summary)
+
+
+@pytest.mark.parametrize(
+    ("statement", "summary"),
+    [
+        ("I train on Mondays and Thursdays.", "Trains on Mondays and Thursdays"),
+        ("I can only work out in the mornings.", "Can only work out in the mornings"),
+        ("I work night shifts.", "Works night shifts"),
+    ],
+)
+def test_when_they_can_train_is_their_schedule(client: openai.OpenAI, statement: str, summary: str) -> None:
+    save = only_save(client, statement)
+
+    assert (save["key"], save["tier"], save["category"], save["summary"]) == (
+        "schedule",
+        "profile",
+        "schedule",
+        summary,
+    )
+
+
+@pytest.mark.parametrize(
+    ("statement", "key"),
+    [
+        ("My goal is to run a marathon.", "goal-run-marathon"),
+        ("I want to lose 5 kg.", "goal-lose-5-kg"),
+        ("I'm trying to finish my novel.", "goal-finish-novel"),
+    ],
+)
+def test_a_goal_is_keyed_by_its_words(client: openai.OpenAI, statement: str, key: str) -> None:
+    save = only_save(client, statement)
+
+    assert (save["key"], save["tier"], save["category"]) == (key, "profile", "goal")
+
+
+@pytest.mark.parametrize(
+    "statement", ["I prefer blunt feedback.", "Please keep answers short.", "Don't sugar-coat it."]
+)
+def test_how_they_like_to_be_coached_is_a_rule_with_why_and_how(client: openai.OpenAI, statement: str) -> None:
+    save = only_save(client, statement)
+
+    assert (save["key"], save["tier"], save["category"]) == ("coaching-style", "profile", "feedback")
+    rule, why, how = save["content"].split("\n")
+    assert rule
+    assert why.startswith("Why: ") and statement in why
+    assert how.startswith("How to apply: ")
+
+
+def test_a_talk_in_june_is_due_on_the_first_of_june_at_nine_utc(client: openai.OpenAI) -> None:
+    save = only_save(client, "I'm giving a talk in June.")
+
+    assert save == {
+        "key": "talk-june",
+        "tier": "prospective",
+        "category": "project",
+        "summary": "Giving a talk in June",
+        "content": "They're giving a talk in June.\nDue: June 2025.",
+        "due_at": "2025-06-01T09:00:00+00:00",
+    }
+
+
+def test_a_month_already_past_this_year_means_next_years(client: openai.OpenAI) -> None:
+    save = only_save(client, "I'm giving a talk in June.", today="Today: 2025-07-02")
+
+    assert save["due_at"] == "2026-06-01T09:00:00+00:00"
+
+
+@pytest.mark.parametrize(
+    ("statement", "key", "due_at"),
+    [
+        ("I have a marathon on 12 May.", "marathon-may", "2025-05-12T09:00:00+00:00"),
+        ("I have a marathon on 1 March.", "marathon-march", "2026-03-01T09:00:00+00:00"),
+        ("My exam is next month.", "exam-april", "2025-04-01T09:00:00+00:00"),
+        ("My job interview is next week.", "job-interview-march", "2025-03-17T09:00:00+00:00"),
+    ],
+)
+def test_a_dated_intention_is_prospective_and_resolved_from_today(
+    client: openai.OpenAI, statement: str, key: str, due_at: str
+) -> None:
+    save = only_save(client, statement)
+
+    assert (save["key"], save["tier"], save["category"], save["due_at"]) == (key, "prospective", "project", due_at)
+
+
+def test_several_statements_are_saved_in_the_order_they_were_said(client: openai.OpenAI) -> None:
+    found = saves(client, "I'm allergic to peanuts and I have a bad left shoulder. Also, I train on Mondays.")
+
+    assert [save["key"] for save in found] == ["allergy-peanuts", "left-shoulder", "schedule"]
+
+
+def test_every_save_is_well_formed(client: openai.OpenAI) -> None:
+    found = saves(
+        client,
+        "I have a bad left shoulder and I can't do overhead pressing or anything with a barbell above my head,"
+        " which has been the case since my rotator cuff surgery two years ago. I'm allergic to shellfish. "
+        "My goal is to finish the Rönnells antikvariat reading list. I'm giving a talk in June. I prefer blunt "
+        "feedback. I don't eat meat. I work night shifts.",
+    )
+
+    assert len(found) == 7
+    for save in found:
+        assert set(save) == ARGUMENT_KEYS
+        assert KEY.match(save["key"]) and len(save["key"]) <= 64
+        assert save["tier"] in {"profile", "episodic", "prospective"}
+        assert save["category"] in CATEGORIES
+        assert 0 < len(save["summary"]) <= 150 and "\n" not in save["summary"]
+        assert (save["due_at"] is not None) == (save["tier"] == "prospective")
+
+
+PHRASES = [
+    *("I have a bad left shoulder", "my right knee is injured", "I'm allergic to peanuts", "I don't eat meat"),
+    *("I train on Mondays", "my goal is to run a marathon", "I prefer blunt feedback", "I'm giving a talk in June"),
+    *("on 31 February", "next month", "and", "so no overhead pressing", ",", ".", "?", "I had coffee", "Rönnells"),
+]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(PHRASES) | st.text(max_size=20), max_size=8))
+def test_whatever_the_user_writes_the_coach_answers_and_every_save_is_well_formed(
+    running_server: ModelServer, pieces: list[str]
+) -> None:
+    client = openai.OpenAI(base_url=running_server.base_url, api_key="offline", max_retries=0, timeout=5)
+    system = {"role": "system", "content": f"# Coach\n{TODAY}"}
+
+    message = ask(client, system, {"role": "user", "content": " ".join(pieces)})
+
+    assert message.content or message.tool_calls
+    for call in message.tool_calls or []:
+        save = json.loads(call.function.arguments)
+        assert set(save) == ARGUMENT_KEYS
+        assert KEY.match(save["key"]) and len(save["key"]) <= 64
+        assert 0 < len(save["summary"]) <= 150 and "\n" not in save["summary"]
+
+
+@pytest.mark.parametrize("statement", ["I had coffee this morning.", "hello", "What should I eat before a run?"])
+def test_small_talk_and_questions_save_nothing(client: openai.OpenAI, statement: str) -> None:
+    assert saves(client, statement) == []
+
+
+def test_without_the_save_tool_an_injury_gets_a_plain_answer(client: openai.OpenAI) -> None:
+    system = {"role": "system", "content": "# Coach"}
+
+    message = ask(client, system, {"role": "user", "content": "My right knee is injured."}, tools=None)
+
+    assert message.tool_calls is None
+    assert message.content
+
+
+def test_tool_choice_none_gets_a_plain_answer(client: openai.OpenAI) -> None:
+    system = {"role": "system", "content": "# Coach"}
+
+    message = ask(client, system, {"role": "user", "content": "My right knee is injured."}, tool_choice="none")
+
+    assert message.tool_calls is None
+
+
+# What it says ------------------------------------------------------------------------
+
+
+def test_the_reply_after_a_save_refers_back_to_a_remembered_injury_in_plain_words(client: openai.OpenAI) -> None:
+    goal = {"key": "goal-run-marathon", "tier": "profile", "category": "goal", "summary": "Goal: run a marathon"}
+    message = ask(
+        client,
+        system_prompt("# Coach", SHOULDER),
+        {"role": "user", "content": "My goal is to run a marathon."},
+        *tool_round("save_memory", {**goal, "content": "x", "due_at": None}, {"ok": True, "key": "goal-run-marathon"}),
+    )
+
+    assert message.tool_calls is None
+    assert "run a marathon" in message.content
+    assert "You mentioned your left shoulder, so we'll keep overhead pressing out of the plan." in message.content
+    assert not re.search(r"memor|sav|tool|goal-run-marathon|\{", message.content, re.IGNORECASE)
+    assert 2 <= sentence_count(message.content) <= 4
+
+
+def test_the_reply_to_small_talk_still_refers_back_to_the_injury(client: openai.OpenAI) -> None:
+    message = ask(client, system_prompt("# Coach", TALK, SHOULDER), {"role": "user", "content": "I had coffee."})
+
+    assert "left shoulder" in message.content
+    assert 2 <= sentence_count(message.content) <= 4
+
+
+def test_a_save_refused_as_a_duplicate_is_merged_with_update_memory_once(client: openai.OpenAI) -> None:
+    refused = {
+        "key": "left-shoulder-pain",
+        "tier": "profile",
+        "category": "injury",
+        "summary": "Sore left shoulder: avoid overhead presses",
+        "content": "Their left shoulder is sore; avoid overhead presses.",
+        "due_at": None,
+    }
+    duplicates = {"ok": False, "duplicates": [{"key": "left-shoulder", "summary": SHOULDER["summary"]}]}
+    conversation = [
+        system_prompt("# Coach", SHOULDER),
+        {"role": "user", "content": "My left shoulder is sore, avoid overhead presses."},
+        *tool_round("save_memory", refused, duplicates),
+    ]
+
+    merge = ask(client, *conversation)
+
+    [call] = merge.tool_calls
+    assert call.function.name == "update_memory"
+    arguments = json.loads(call.function.arguments)
+    assert set(arguments) == {"key", "summary", "content", "tier", "category", "due_at", "status", "reason"}
+    assert arguments["key"] == "left-shoulder"
+    assert arguments["summary"] == refused["summary"]
+    assert refused["content"] in arguments["content"]
+    assert (arguments["tier"], arguments["category"], arguments["status"]) == (None, None, None)
+
+    merged_again = {"ok": False, "duplicates": [{"key": "left-shoulder"}]}
+    answer = ask(client, *conversation, *tool_round("update_memory", arguments, merged_again, call_id="call_2"))
+
+    assert answer.tool_calls is None
+    assert "left shoulder" in answer.content
+
+
+# What it writes ----------------------------------------------------------------------
+
+
+def test_a_session_summary_is_built_from_the_conversation(client: openai.OpenAI) -> None:
+    transcript = (
+        "User: My shoulder is sore after pressing.\n"
+        "Assistant: Let's swap overhead pressing for band work this week.\n"
+        "User: OK. I'm giving a talk in June, so I'm stressed.\n"
+        "Assistant: We'll keep sessions light in the weeks before the talk."
+    )
+
+    summary = ask(client, system_prompt("# Session summary"), {"role": "user", "content": transcript}).content
+
+    assert "shoulder" in summary
+    assert "giving a talk in June" in summary
+    assert "keep sessions light" in summary
+    assert 2 <= sentence_count(summary) <= 4
+
+
+def test_a_weekly_episode_summarises_the_sessions_listed(client: openai.OpenAI) -> None:
+    week = (
+        "Sessions this week:\n"
+        "- 2025-03-03: Easy 5k run, shoulder fine.\n"
+        "- 2025-03-05: Band work for the shoulder and core.\n"
+        "- 2025-03-07: Long walk; sleep has been better."
+    )
+
+    episode = ask(client, system_prompt("# Weekly episode"), {"role": "user", "content": week}).content
+
+    assert episode.startswith("This week had 3 sessions.")
+    assert "shoulder" in episode
+    assert "sleep has been better" in episode
+    assert 2 <= sentence_count(episode) <= 4
+
+
+def test_a_follow_up_email_has_a_subject_and_uses_the_talk_that_is_due(client: openai.OpenAI) -> None:
+    email = ask(client, system_prompt("# Follow-up email", SHOULDER, TALK, EPISODE)).content
+
+    subject, blank, *body = email.split("\n")
+    assert subject.startswith("Subject: ") and len(subject) > len("Subject: ")
+    assert blank == ""
+    text = "\n".join(body)
+    assert "Ada" in text
+    assert "your talk in June" in text
+    assert "left shoulder" in text
+    assert 3 <= sentence_count(text.split("\n\n")[1]) <= 6
+
+
+def test_consecutive_follow_up_emails_differ_in_subject_opening_and_focus(client: openai.OpenAI) -> None:
+    first = ask(client, system_prompt("# Follow-up email", SHOULDER, TALK, EPISODE)).content
+    previous = "Previous email: " + first
+    second = ask(client, system_prompt("# Follow-up email", SHOULDER, TALK, EPISODE, extra=previous)).content
+
+    first_lines, second_lines = first.split("\n"), second.split("\n")
+    assert first_lines[0] != second_lines[0], "subject"
+    assert first_lines[2] != second_lines[2], "greeting"
+    first_body, second_body = first.split("\n\n")[2], second.split("\n\n")[2]
+    assert first_body.split(". ")[0] != second_body.split(". ")[0], "opening sentence"
+    assert "talk in June" in first_body
+    assert "talk in June" not in second_body
+    assert "three short runs" in second_body.lower(), "the recent episode is the next focus"
+
+
+def test_the_same_email_request_gets_the_same_draft(client: openai.OpenAI) -> None:
+    request = system_prompt("# Follow-up email", SHOULDER, TALK, extra="Previous email: Subject: Hello\nHi Ada.")
+
+    assert ask(client, request).content == ask(client, request).content
