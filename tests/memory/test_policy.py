@@ -1,0 +1,174 @@
+"""The eviction policy, read as the policy. No database: the module is pure."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from memory.policy import (
+    PROTECTED_CATEGORIES,
+    USER_SOURCES,
+    MemoryFacts,
+    forgetting_order,
+    is_protected,
+    plan_eviction,
+    protection_reason,
+)
+
+MAX_STORED = 60
+MAX_EPISODES = 14
+START = datetime(2026, 1, 1, tzinfo=UTC)
+SOURCES = ["user", "manual", "onboarding", "coach"]
+CATEGORIES = [*sorted(PROTECTED_CATEGORIES), "background", "preference", "goal", "habit", "episode", "other"]
+
+
+def note(key: str, *, minutes: int, source: str = "coach", category: str = "habit") -> MemoryFacts:
+    return MemoryFacts(key=key, source=source, category=category, updated_at=START + timedelta(minutes=minutes))
+
+
+def plan(memories: list[MemoryFacts]) -> list[str]:
+    return [e.key for e in plan_eviction(memories, max_stored=MAX_STORED, max_episodes=MAX_EPISODES)]
+
+
+def remaining(memories: list[MemoryFacts]) -> list[MemoryFacts]:
+    gone = set(plan(memories))
+    return [m for m in memories if m.key not in gone]
+
+
+stores = st.lists(
+    st.builds(
+        MemoryFacts,
+        key=st.just(""),
+        source=st.sampled_from(SOURCES),
+        category=st.sampled_from(CATEGORIES),
+        updated_at=st.integers(0, 10_000).map(lambda minutes: START + timedelta(minutes=minutes)),
+    ),
+    max_size=160,
+).map(lambda ms: [MemoryFacts(f"m{i}", m.source, m.category, m.updated_at) for i, m in enumerate(ms)])
+
+
+def test_typed_injury_survives_any_number_of_coach_notes() -> None:
+    shoulder = note("left-shoulder", minutes=0, source="user", category="injury")
+    oats = [note(f"oats-{i}", minutes=i + 1) for i in range(200)]
+
+    assert "left-shoulder" not in plan([shoulder, *oats])
+
+
+def test_an_allergy_the_coach_wrote_is_never_evicted() -> None:
+    allergy = note("allergy-nuts", minutes=0, source="coach", category="allergy")
+
+    assert "allergy-nuts" not in plan([allergy, *[note(f"n{i}", minutes=i + 1) for i in range(100)]])
+
+
+def test_protection_is_a_union_of_source_and_category() -> None:
+    assert is_protected(note("a", minutes=0, source="user", category="habit"))
+    assert is_protected(note("b", minutes=0, source="coach", category="medical"))
+    assert not is_protected(note("c", minutes=0, source="coach", category="habit"))
+
+
+def test_protected_memories_alone_may_exceed_the_ceiling() -> None:
+    typed = [note(f"typed-{i}", minutes=i, source="user") for i in range(70)]
+    coach = [note(f"coach-{i}", minutes=100 + i) for i in range(5)]
+
+    assert sorted(plan(typed + coach)) == sorted(m.key for m in coach)
+
+
+def test_the_oldest_unprotected_goes_first() -> None:
+    memories = [note(f"n{i}", minutes=i) for i in range(62)]
+
+    assert plan(memories) == ["n0", "n1"]
+
+
+def test_episodes_keep_the_newest_fourteen_beside_the_ceiling() -> None:
+    episodes = [note(f"week-{i}", minutes=i, category="episode") for i in range(16)]
+    others = [note(f"n{i}", minutes=100 + i) for i in range(60)]
+
+    assert plan(episodes + others) == ["week-0", "week-1"]
+
+
+def test_each_eviction_says_why() -> None:
+    evictions = plan_eviction([note(f"n{i}", minutes=i) for i in range(61)], max_stored=60, max_episodes=14)
+
+    assert evictions[0].reason == "the oldest unprotected memory when more than 60 were stored"
+
+
+def test_ties_in_age_are_broken_by_key_so_the_plan_is_stable() -> None:
+    memories = [note(key, minutes=0) for key in ("c", "a", "b")]
+
+    assert [e.key for e in plan_eviction(memories, max_stored=1, max_episodes=14)] == ["a", "b"]
+
+
+def test_protection_reason_speaks_plainly() -> None:
+    assert protection_reason(note("a", minutes=0, source="user")) == "you wrote it"
+    assert protection_reason(note("b", minutes=0, source="coach", category="allergy")) == "it is about your allergy"
+    assert protection_reason(note("c", minutes=0)) is None
+
+
+def test_forgetting_order_lists_unprotected_memories_oldest_first() -> None:
+    memories = [
+        note("new", minutes=5),
+        note("typed", minutes=0, source="user"),
+        note("old", minutes=1),
+        note("ep", minutes=0, category="episode"),
+    ]
+
+    assert [m.key for m in forgetting_order(memories)] == ["old", "new"]
+
+
+@given(stores)
+def test_nothing_protected_is_ever_evicted(memories: list[MemoryFacts]) -> None:
+    by_key = {m.key: m for m in memories}
+
+    assert not any(is_protected(by_key[key]) for key in plan(memories))
+
+
+@given(stores)
+def test_the_store_ends_at_or_under_the_ceiling_when_unprotected_memories_allow(memories: list[MemoryFacts]) -> None:
+    kept = [m for m in remaining(memories) if m.category != "episode"]
+    protected = [m for m in memories if m.category != "episode" and is_protected(m)]
+
+    assert len(kept) <= max(MAX_STORED, len(protected))
+
+
+@given(stores)
+def test_at_most_fourteen_episodes_remain_unless_protected_ones_exceed_it(memories: list[MemoryFacts]) -> None:
+    episodes = [m for m in remaining(memories) if m.category == "episode"]
+    protected_episodes = [m for m in memories if m.category == "episode" and is_protected(m)]
+
+    assert len(episodes) <= max(MAX_EPISODES, len(protected_episodes))
+
+
+@given(stores)
+def test_what_goes_is_always_older_than_any_unprotected_memory_that_stays(memories: list[MemoryFacts]) -> None:
+    gone = set(plan(memories))
+    for is_episode in (True, False):
+        group = [m for m in memories if (m.category == "episode") == is_episode and not is_protected(m)]
+        evicted = [(m.updated_at, m.key) for m in group if m.key in gone]
+        kept = [(m.updated_at, m.key) for m in group if m.key not in gone]
+        if evicted and kept:
+            assert max(evicted) < min(kept)
+
+
+@given(stores)
+def test_nothing_is_evicted_needlessly(memories: list[MemoryFacts]) -> None:
+    others = [m for m in memories if m.category != "episode"]
+    episodes = [m for m in memories if m.category == "episode"]
+    evicted = plan(memories)
+
+    assert len(evicted) == max(0, min(len(others) - MAX_STORED, sum(not is_protected(m) for m in others))) + max(
+        0, min(len(episodes) - MAX_EPISODES, sum(not is_protected(m) for m in episodes))
+    )
+
+
+@given(stores, st.randoms())
+def test_the_plan_is_deterministic_whatever_the_input_order(memories: list[MemoryFacts], rng) -> None:
+    shuffled = list(memories)
+    rng.shuffle(shuffled)
+
+    assert plan(shuffled) == plan(memories)
+
+
+def test_user_sources_are_the_three_channels_a_person_writes_through() -> None:
+    assert frozenset({"user", "manual", "onboarding"}) == USER_SOURCES
