@@ -1,0 +1,50 @@
+"""Re-encrypt every encrypted column under the newest FIELD_ENCRYPTION_KEYS key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.apps import apps
+from django.core.management.base import BaseCommand, CommandError
+from django.db import connection, transaction
+
+from memory.encryption import DecryptionError, EncryptedTextField, reencrypt
+
+
+class Command(BaseCommand):
+    help = (
+        "Re-encrypt stored text under the first key of FIELD_ENCRYPTION_KEYS, in batches. Put the new key first, "
+        "keep the old ones after it, run this, then drop the old keys."
+    )
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--batch-size", type=int, default=500)
+
+    def handle(self, *args: Any, batch_size: int, **options: Any) -> None:
+        for model in apps.get_models():
+            columns = [f.column for f in model._meta.concrete_fields if isinstance(f, EncryptedTextField)]
+            if columns:
+                count = self._rotate_table(model._meta.db_table, model._meta.pk.column, columns, batch_size)
+                self.stdout.write(f"{model._meta.label}: {count} rows re-encrypted")
+
+    def _rotate_table(self, table: str, pk: str, columns: list[str], batch_size: int) -> int:
+        # Table and column names come from model metadata, quoted; values are parameters.
+        quote = connection.ops.quote_name
+        table, pk, names = quote(table), quote(pk), [quote(c) for c in columns]
+        select = f"SELECT {pk}, {', '.join(names)} FROM {table} WHERE {pk} > %s ORDER BY {pk} LIMIT %s FOR UPDATE"  # noqa: S608
+        update = f"UPDATE {table} SET {', '.join(f'{n} = %s' for n in names)} WHERE {pk} = %s"  # noqa: S608
+        done, last = 0, None
+        while True:
+            # One short transaction a batch: rows are locked only while their batch turns over.
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(select, [last if last is not None else -1, batch_size])
+                rows = cursor.fetchall()
+                if not rows:
+                    return done
+                try:
+                    values = [[None if v is None else reencrypt(v) for v in row[1:]] + [row[0]] for row in rows]
+                except DecryptionError as error:
+                    raise CommandError(f"{table}: {error}; is an old key missing from FIELD_ENCRYPTION_KEYS?") from None
+                cursor.executemany(update, values)
+            done += len(rows)
+            last = rows[-1][0]

@@ -1,0 +1,219 @@
+"""What the coach remembers of a person, who wrote it, and every change to it.
+
+Text is encrypted at rest; embeddings stay plain so similarity search runs in SQL.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+from pgvector.django import VectorField
+
+from memory.encryption import EncryptedTextField
+from memory.policy import PROTECTED_CATEGORIES, USER_SOURCES, MemoryFacts, is_protected
+
+SUMMARY_MAX_CHARS = 150
+KEY_MAX_CHARS = 64
+
+
+class Tier(models.TextChoices):
+    PROFILE = "profile", "Profile"
+    EPISODIC = "episodic", "Episodic"
+    PROSPECTIVE = "prospective", "Prospective"
+
+
+class Category(models.TextChoices):
+    INJURY = "injury"
+    SAFETY = "safety"
+    MEDICAL = "medical"
+    ALLERGY = "allergy"
+    CONSTRAINT = "constraint"
+    BACKGROUND = "background"
+    PREFERENCE = "preference"
+    GOAL = "goal"
+    HABIT = "habit"
+    SCHEDULE = "schedule"
+    FEEDBACK = "feedback"
+    PROJECT = "project"
+    REFERENCE = "reference"
+    EPISODE = "episode"
+    OTHER = "other"
+
+
+class Source(models.TextChoices):
+    USER = "user", "you"
+    ONBOARDING = "onboarding", "onboarding"
+    MANUAL = "manual", "you edited it"
+    COACH = "coach", "your coach"
+
+
+class ProspectiveStatus(models.TextChoices):
+    OPEN = "open"
+    RAISED = "raised"
+    DONE = "done"
+    DISMISSED = "dismissed"
+
+
+class MemoryQuerySet(models.QuerySet["Memory"]):
+    def protected(self) -> MemoryQuerySet:
+        return self.filter(_PROTECTED)
+
+    def unprotected(self) -> MemoryQuerySet:
+        return self.exclude(_PROTECTED)
+
+
+# The policy's rule as SQL, for the admin and for counting; the policy stays the authority.
+_PROTECTED = Q(source__in=USER_SOURCES) | Q(category__in=PROTECTED_CATEGORIES)
+
+
+class Memory(models.Model):
+    # Deletes cascade in the database itself (here and in every model that points at a
+    # memory or a session), so evictions and account erasure are single statements.
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.DB_CASCADE, related_name="memories")
+    key = models.CharField(max_length=KEY_MAX_CHARS)
+    tier = models.CharField(max_length=16, choices=Tier.choices)
+    category = models.CharField(max_length=16, choices=Category.choices)
+    source = models.CharField(max_length=16, choices=Source.choices)
+    summary = EncryptedTextField()
+    content = EncryptedTextField()
+    # No fixed dimension, so any embedding model fits; search compares only rows of the
+    # current model (see selectors), which also rules out an ANN index on this column.
+    embedding = VectorField(null=True, blank=True)
+    embedding_model = models.CharField(max_length=100, blank=True)
+    due_at = models.DateTimeField(null=True, blank=True)
+    status = models.CharField(max_length=16, choices=ProspectiveStatus.choices, blank=True)
+    raised_at = models.DateTimeField(null=True, blank=True)
+    session = models.ForeignKey("coach.ChatSession", on_delete=models.DB_SET_NULL, null=True, blank=True)
+    message = models.ForeignKey("coach.Message", on_delete=models.DB_SET_NULL, null=True, blank=True)
+    # Bumped on every change: a proposal applies only to the version it was made against.
+    version = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    objects = MemoryQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "key"], name="memory_key_unique_per_user"),
+            models.CheckConstraint(
+                condition=(Q(tier="prospective") & Q(due_at__isnull=False) & ~Q(status=""))
+                | (~Q(tier="prospective") & Q(due_at__isnull=True) & Q(status="")),
+                name="memory_due_at_and_status_only_when_prospective",
+            ),
+        ]
+        indexes = [models.Index(fields=["user", "updated_at"])]
+        verbose_name_plural = "memories"
+
+    def __str__(self) -> str:
+        return self.key
+
+    @property
+    def facts(self) -> MemoryFacts:
+        return MemoryFacts(key=self.key, source=self.source, category=self.category, updated_at=self.updated_at)
+
+    @property
+    def is_protected(self) -> bool:
+        return is_protected(self.facts)
+
+    def snapshot(self) -> str:
+        """Everything needed to show or restore this memory, as JSON for an event."""
+        return json.dumps(
+            {
+                "key": self.key,
+                "tier": self.tier,
+                "category": self.category,
+                "source": self.source,
+                "summary": self.summary,
+                "content": self.content,
+                "due_at": self.due_at.isoformat() if self.due_at else None,
+                "status": self.status,
+            }
+        )
+
+
+class MemoryEvent(models.Model):
+    """Append-only history of every change to a user's memories, evictions included."""
+
+    class Actor(models.TextChoices):
+        USER = "user"
+        COACH = "coach"
+        ADMIN = "admin"
+        SYSTEM = "system"
+
+    class Action(models.TextChoices):
+        CREATED = "created"
+        UPDATED = "updated"
+        MERGED = "merged"
+        DELETED = "deleted"
+        EVICTED = "evicted"
+        RESTORED = "restored"
+        PROPOSAL_MADE = "proposal_made", "proposal made"
+        PROPOSAL_CONFIRMED = "proposal_confirmed", "proposal confirmed"
+        PROPOSAL_REJECTED = "proposal_rejected", "proposal rejected"
+        REEMBEDDED = "reembedded", "re-embedded"
+        RAISED = "raised"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.DB_CASCADE, related_name="memory_events")
+    memory = models.ForeignKey(Memory, on_delete=models.DB_SET_NULL, null=True, blank=True, related_name="events")
+    key = models.CharField(max_length=KEY_MAX_CHARS)
+    actor = models.CharField(max_length=16, choices=Actor.choices)
+    action = models.CharField(max_length=32, choices=Action.choices)
+    reason = EncryptedTextField(blank=True, default="")
+    # JSON snapshots (Memory.snapshot) before and after; blanked when the user deletes.
+    before = EncryptedTextField(null=True, blank=True)
+    after = EncryptedTextField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["user", "key", "created_at"]),
+            models.Index(fields=["user", "action", "created_at"]),
+        ]
+        ordering = ["created_at", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.key} by {self.actor}"
+
+    def before_fields(self) -> dict[str, Any]:
+        return json.loads(self.before) if self.before else {}
+
+    def after_fields(self) -> dict[str, Any]:
+        return json.loads(self.after) if self.after else {}
+
+
+class MemoryProposal(models.Model):
+    """A change the coach asked for on a protected memory, waiting for the user."""
+
+    class Kind(models.TextChoices):
+        UPDATE = "update"
+        DELETE = "delete"
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        CONFIRMED = "confirmed"
+        REJECTED = "rejected"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.DB_CASCADE, related_name="memory_proposals")
+    memory = models.ForeignKey(Memory, on_delete=models.DB_CASCADE, related_name="proposals")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    # For an update: the memory's fields as the coach would have them (JSON snapshot).
+    proposed = EncryptedTextField(null=True, blank=True)
+    reason = EncryptedTextField(blank=True, default="")
+    base_version = models.PositiveIntegerField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    created_at = models.DateTimeField(default=timezone.now)
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["user", "status", "created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.memory_id} ({self.status})"
+
+    def proposed_fields(self) -> dict[str, Any]:
+        return json.loads(self.proposed) if self.proposed else {}

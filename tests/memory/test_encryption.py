@@ -1,0 +1,76 @@
+"""Memory text is encrypted at rest, rotates to new keys, and never comes back as ciphertext."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from cryptography.fernet import Fernet
+from django.core.exceptions import FieldError
+from django.core.management import call_command
+from django.db import connection
+
+from accounts.models import User
+from memory.encryption import DecryptionError
+from memory.models import Memory, MemoryEvent
+from tests.memory.factories import make_memory
+
+pytestmark = pytest.mark.django_db
+
+
+def raw_row(memory: Memory) -> tuple[str, str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT summary, content FROM memory_memory WHERE id = %s", [memory.pk])
+        return cursor.fetchone()
+
+
+def test_raw_sql_shows_no_plaintext(user: User) -> None:
+    memory = make_memory(user, "left-shoulder", summary="Bad left shoulder", content="No overhead pressing")
+
+    summary, content = raw_row(memory)
+
+    assert "shoulder" not in summary and "pressing" not in content
+    assert Memory.objects.get(pk=memory.pk).content == "No overhead pressing"
+
+
+def test_the_same_text_encrypts_differently_each_time(user: User) -> None:
+    first = make_memory(user, "a", summary="Same words", content="Same words")
+    second = make_memory(user, "b", summary="Same words", content="Same words")
+
+    assert raw_row(first) != raw_row(second)
+
+
+def test_a_value_no_key_can_decrypt_raises_instead_of_showing_ciphertext(user: User, settings) -> None:
+    memory = make_memory(user, "left-shoulder")
+    settings.FIELD_ENCRYPTION_KEYS = [Fernet.generate_key().decode()]
+
+    with pytest.raises(DecryptionError):
+        Memory.objects.get(pk=memory.pk)
+
+
+def test_text_cannot_be_looked_up_in_sql(user: User) -> None:
+    with pytest.raises(FieldError):
+        list(Memory.objects.filter(content="No overhead pressing"))
+    assert list(Memory.objects.filter(content__isnull=True)) == []
+
+
+def test_rotation_re_encrypts_everything_under_the_new_key(user: User, settings) -> None:
+    old_key = settings.FIELD_ENCRYPTION_KEYS[0]
+    memory = make_memory(user, "left-shoulder", summary="Bad left shoulder", content="No overhead pressing")
+    MemoryEvent.objects.create(user=user, memory=memory, key=memory.key, actor="user", action="created", after="{}")
+    new_key = Fernet.generate_key().decode()
+    settings.FIELD_ENCRYPTION_KEYS = [new_key, old_key]
+
+    call_command("rotate_encryption_keys", "--batch-size", "1", stdout=io.StringIO())
+
+    settings.FIELD_ENCRYPTION_KEYS = [new_key]
+    assert Memory.objects.get(pk=memory.pk).content == "No overhead pressing"
+    assert MemoryEvent.objects.get(memory=memory).after == "{}"
+
+
+def test_rotation_stops_with_a_clear_error_when_an_old_key_is_missing(user: User, settings) -> None:
+    make_memory(user, "left-shoulder")
+    settings.FIELD_ENCRYPTION_KEYS = [Fernet.generate_key().decode()]
+
+    with pytest.raises(Exception, match="is an old key missing"):
+        call_command("rotate_encryption_keys")
