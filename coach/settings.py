@@ -13,7 +13,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
-from coach.environment import env_bool, env_int, env_list, env_required, env_str
+from coach.environment import env_bool, env_float, env_int, env_list, env_required, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -198,6 +198,23 @@ OFFLINE_COACH_URL = "http://127.0.0.1:8001/v1"
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL") or (None if OPENAI_API_KEY else OFFLINE_COACH_URL)
 COACH_MODEL = env_str("COACH_MODEL") or ("gpt-4.1-mini" if OPENAI_API_KEY else "offline-coach")
 EMBEDDING_MODEL = env_str("EMBEDDING_MODEL") or ("text-embedding-3-small" if OPENAI_API_KEY else "offline-embedding")
+LLM_TIMEOUT_SECONDS = env_float("LLM_TIMEOUT_SECONDS", default=30.0)
+LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", default=2)
+
+# Memory (DESIGN.md section 3). The ceilings are the eviction policy's; see memory/policy.py.
+MEMORY_MAX_STORED = env_int("MEMORY_MAX_STORED", default=60)
+MEMORY_MAX_EPISODES = env_int("MEMORY_MAX_EPISODES", default=14)
+MEMORY_CONTENT_MAX_CHARS = env_int("MEMORY_CONTENT_MAX_CHARS", default=2000)
+# Cosine similarity at or above which save_memory refuses a near-copy of another memory.
+MEMORY_DEDUP_THRESHOLD = env_float("MEMORY_DEDUP_THRESHOLD", default=0.8)
+MEMORY_MAX_WRITES_PER_TURN = env_int("MEMORY_MAX_WRITES_PER_TURN", default=10)
+MEMORY_SEARCH_LIMIT = env_int("MEMORY_SEARCH_LIMIT", default=8)
+# The memory part of the system prompt, in (estimated) tokens.
+MEMORY_CONTEXT_BUDGET_TOKENS = env_int("MEMORY_CONTEXT_BUDGET_TOKENS", default=6000)
+# How long before its due date a prospective memory is raised ("a talk in June": in May).
+MEMORY_PROSPECTIVE_LEAD_DAYS = env_int("MEMORY_PROSPECTIVE_LEAD_DAYS", default=30)
+# How long evicted memories stay restorable on the memory page.
+MEMORY_FORGOTTEN_DAYS = env_int("MEMORY_FORGOTTEN_DAYS", default=30)
 
 # Content-Security-Policy: our own origin plus a fresh nonce per response; nothing inline
 # without it, no eval. htmx is vendored under static/ for this reason.

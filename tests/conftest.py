@@ -9,6 +9,7 @@ import pytest
 from django.core.cache import cache
 
 from accounts.models import User
+from coach.offline import ModelServer
 
 # Playwright's sync API runs an event loop in the test thread; Django's live server is
 # safe to use from it.
@@ -23,6 +24,29 @@ def _fresh_cache() -> Iterator[None]:
     # Rate-limit counters live in Redis and would otherwise carry over between tests.
     cache.clear()
     yield
+
+
+@pytest.fixture(scope="session")
+def _model_server() -> Iterator[ModelServer]:
+    server = ModelServer(scripted=True)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(autouse=True)
+def model_server(_model_server: ModelServer, settings) -> ModelServer:
+    """The scripted model server, over real HTTP, for every test: none reaches the internet.
+
+    A test queues what the model answers and reads back every request the app sent."""
+    _model_server.reset()
+    settings.OPENAI_BASE_URL = _model_server.base_url
+    settings.OPENAI_API_KEY = "test-key"
+    settings.COACH_MODEL = "offline-coach"
+    settings.EMBEDDING_MODEL = "offline-embedding"
+    settings.LLM_MAX_RETRIES = 0
+    settings.LLM_TIMEOUT_SECONDS = 5.0
+    return _model_server
 
 
 @pytest.fixture

@@ -75,3 +75,14 @@ def test_every_variable_the_settings_read_is_documented_in_env_example() -> None
 
     assert read, "the settings read no variables?"
     assert read - documented == set()
+
+
+def test_every_variable_in_env_example_is_in_the_readme() -> None:
+    readme = (REPO / "README.md").read_text()
+    documented = {
+        line.split("=", 1)[0]
+        for line in (REPO / ".env.example").read_text().splitlines()
+        if line and not line.startswith("#")
+    }
+
+    assert {name for name in documented if f"`{name}`" not in readme} == set()

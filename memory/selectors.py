@@ -1,0 +1,74 @@
+"""Reading memories. Every function takes the user and reads only that user's rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db.models import QuerySet
+from pgvector.django import CosineDistance
+
+from accounts.models import User
+from memory.models import Memory, MemoryProposal
+from memory.policy import MemoryFacts
+
+
+@dataclass(frozen=True)
+class SimilarMemory:
+    memory: Memory
+    similarity: float
+
+
+def memory_list_for_user(*, user: User) -> QuerySet[Memory]:
+    # The embedding (thousands of floats a row) is only ever compared in SQL: not loaded.
+    return Memory.objects.filter(user=user).defer("embedding")
+
+
+def memory_facts_for_user(*, user: User) -> list[MemoryFacts]:
+    """The policy's view of a user's store: four plain columns, no text decrypted."""
+    rows = Memory.objects.filter(user=user).values_list("key", "source", "category", "updated_at")
+    return [MemoryFacts(key=key, source=source, category=category, updated_at=at) for key, source, category, at in rows]
+
+
+def memories_by_similarity(
+    *, user: User, vector: list[float], model: str, limit: int, exclude_key: str | None = None
+) -> list[SimilarMemory]:
+    """The user's memories nearest to `vector`, nearest first.
+
+    An exact scan, on purpose: the user filter (on the user_id index) leaves at most a few
+    hundred rows, which PostgreSQL compares in well under a millisecond. An approximate
+    (HNSW/IVFFlat) index would serve the whole table, needs a fixed dimension, and would
+    have to be filtered after the fact, where it can silently return fewer rows.
+    Only embeddings of the current model are comparable; others wait for re-embedding.
+    """
+    queryset = (
+        memory_list_for_user(user=user)
+        .filter(embedding_model=model, embedding__isnull=False)
+        .annotate(distance=CosineDistance("embedding", vector))
+        .order_by("distance", "key")
+    )
+    if exclude_key is not None:
+        queryset = queryset.exclude(key=exclude_key)
+    return [SimilarMemory(memory=m, similarity=round(1.0 - float(m.distance), 4)) for m in queryset[:limit]]
+
+
+def memories_by_keys(*, user: User, keys: list[str]) -> list[Memory]:
+    found = {m.key: m for m in memory_list_for_user(user=user).filter(key__in=keys)}
+    return [found[key] for key in keys if key in found]
+
+
+def pending_proposals_for_user(*, user: User) -> QuerySet[MemoryProposal]:
+    return (
+        MemoryProposal.objects.filter(user=user, status=MemoryProposal.Status.PENDING)
+        .select_related("memory")
+        .order_by("created_at")
+    )
+
+
+def due_prospective_memories(*, user: User, now: datetime, lead_days: int) -> QuerySet[Memory]:
+    """Open or already raised intentions whose date is within the lead window."""
+    return (
+        memory_list_for_user(user=user)
+        .filter(tier="prospective", status__in=["open", "raised"], due_at__lte=now + timedelta(days=lead_days))
+        .order_by("due_at")
+    )
