@@ -1,0 +1,289 @@
+"""The memory tools as the model meets them: strict schemas, results it can read, its own user only."""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from accounts.models import User
+from coach.offline import ModelServer
+from memory.models import Memory, MemoryEvent, MemoryProposal
+from memory.tools import ToolContext, run_tool, tool_definitions
+from tests.memory.factories import make_memory
+
+pytestmark = pytest.mark.django_db
+
+
+def call(user: User, name: str, context: ToolContext | None = None, **arguments) -> dict:
+    return json.loads(run_tool(context or ToolContext(user=user), name, json.dumps(arguments)))
+
+
+def save(user: User, key: str, summary: str, *, context: ToolContext | None = None, **fields) -> dict:
+    arguments = {
+        "key": key,
+        "tier": "episodic",
+        "category": "project",
+        "summary": summary,
+        "content": summary,
+        "due_at": None,
+    } | fields
+    return call(user, "save_memory", context, **arguments)
+
+
+def unit(*components: float) -> list[float]:
+    vector = list(components) + [0.0] * (384 - len(components))
+    norm = math.sqrt(sum(c * c for c in vector))
+    return [c / norm for c in vector]
+
+
+def test_every_tool_schema_is_strict() -> None:
+    for tool in tool_definitions():
+        parameters = tool["function"]["parameters"]
+        assert tool["function"]["strict"] is True
+        assert parameters["additionalProperties"] is False
+        assert sorted(parameters["required"]) == sorted(parameters["properties"])
+        assert not {"source", "user", "user_id", "id"} & set(parameters["properties"])
+
+
+def test_three_sticky_notes_about_one_reading_leave_one_memory(user: User, model_server: ModelServer) -> None:
+    # A semantic model puts these three close together; the scripted server stands in for one.
+    notes = ["The reading went well", "User felt confident at the reading", "The Rönnells reading was a success"]
+    for number, note in enumerate(notes):
+        model_server.set_embedding(note, unit(1.0, 0.1 * number, 0.05))
+    context = ToolContext(user=user)
+
+    results = [save(user, f"reading-{n}", note, context=context) for n, note in enumerate(notes)]
+
+    assert results[0]["status"] == "saved"
+    assert [r["status"] for r in results[1:]] == ["not_saved", "not_saved"]
+    assert all(r["duplicates"][0]["key"] == "reading-0" for r in results[1:])
+    assert all(r["duplicates"][0]["similarity"] >= 0.8 for r in results[1:])
+    assert Memory.objects.filter(user=user).count() == 1
+
+
+def test_merging_after_a_refused_save_is_recorded_as_a_merge(user: User, model_server: ModelServer) -> None:
+    model_server.set_embedding("The reading went well", unit(1.0))
+    model_server.set_embedding("Felt confident at the reading", unit(1.0, 0.1))
+    context = ToolContext(user=user)
+    save(user, "reading", "The reading went well", context=context)
+    save(user, "reading-confidence", "Felt confident at the reading", context=context)
+
+    result = call(
+        user,
+        "update_memory",
+        context,
+        key="reading",
+        summary="The reading went well; felt confident",
+        content=None,
+        tier=None,
+        category=None,
+        due_at=None,
+        status=None,
+        reason="merge",
+    )
+
+    assert result["status"] == "updated"
+    assert MemoryEvent.objects.filter(user=user, key="reading").last().action == "merged"
+
+
+def test_an_extra_source_property_is_a_schema_error_and_nothing_is_stored(user: User) -> None:
+    result = save(user, "left-shoulder", "Bad left shoulder", source="user")
+
+    assert result["status"] == "error"
+    assert "'source' was unexpected" in result["error"]
+    assert not Memory.objects.filter(user=user).exists()
+
+
+def test_malformed_arguments_come_back_as_a_readable_error(user: User) -> None:
+    result = json.loads(run_tool(ToolContext(user=user), "save_memory", '{"key": "left-'))
+
+    assert result["status"] == "error" and "not valid JSON" in result["error"]
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"tier": "forever"}, "is not one of"),
+        ({"content": "x" * 2001}, "at most 2000"),
+        ({"key": "Left Shoulder"}, "lowercase words joined by hyphens"),
+        ({"tier": "prospective", "due_at": "2001-01-01"}, "in the past"),
+        ({"tier": "prospective", "due_at": "next summer"}, "not an ISO 8601"),
+        ({"tier": "prospective"}, "needs the date"),
+    ],
+)
+def test_bad_arguments_come_back_as_results_not_exceptions(user: User, fields: dict, message: str) -> None:
+    arguments = {
+        "key": "left-shoulder",
+        "tier": "profile",
+        "category": "injury",
+        "summary": "Bad left shoulder",
+        "content": "Bad left shoulder",
+        "due_at": None,
+    }
+    result = call(user, "save_memory", **(arguments | fields))
+
+    assert result["status"] == "error"
+    assert message in result["error"]
+    assert not Memory.objects.filter(user=user).exists()
+
+
+def test_a_summary_over_150_characters_is_refused_with_its_length(user: User) -> None:
+    result = save(user, "left-shoulder", "x" * 151)
+
+    assert result["status"] == "error"
+    assert "is 151 characters; at most 150" in result["error"]
+
+
+def test_an_unknown_tool_or_key_is_a_readable_error(user: User) -> None:
+    assert "there is no tool" in json.loads(run_tool(ToolContext(user=user), "forget_everything", "{}"))["error"]
+    assert "there is no memory" in call(user, "delete_memory", key="nothing", reason="x")["error"]
+
+
+def test_a_prospective_save_keeps_its_date(user: User) -> None:
+    due = (timezone.now() + timedelta(days=200)).date().isoformat()
+
+    result = save(user, "talk-june", "Giving a talk", tier="prospective", due_at=due)
+
+    assert result["status"] == "saved"
+    memory = Memory.objects.get(user=user, key="talk-june")
+    assert (memory.due_at.date().isoformat(), memory.status) == (due, "open")
+
+
+def test_the_coach_may_create_a_protected_memory(user: User) -> None:
+    result = save(user, "allergy-nuts", "Nut allergy", category="allergy", tier="profile")
+
+    assert result["status"] == "saved"
+    memory = Memory.objects.get(user=user, key="allergy-nuts")
+    assert memory.source == "coach" and memory.is_protected
+
+
+def test_deleting_a_recorded_allergy_makes_a_proposal_and_leaves_it_intact(user: User) -> None:
+    save(user, "allergy-nuts", "Nut allergy", category="allergy", tier="profile")
+
+    result = call(user, "delete_memory", key="allergy-nuts", reason="never mentioned again")
+
+    assert result["status"] == "proposed"
+    assert "confirm" in result["message"]
+    assert Memory.objects.get(user=user, key="allergy-nuts").summary == "Nut allergy"
+    proposal = MemoryProposal.objects.get(user=user)
+    assert (proposal.kind, proposal.status, proposal.reason) == ("delete", "pending", "never mentioned again")
+
+
+def test_rewriting_what_the_user_typed_makes_a_proposal(user: User) -> None:
+    make_memory(user, "diet", source="user", category="preference", summary="Vegetarian")
+
+    result = call(
+        user,
+        "update_memory",
+        key="diet",
+        summary="Eats fish now",
+        content=None,
+        tier=None,
+        category=None,
+        due_at=None,
+        status=None,
+        reason="mentioned salmon",
+    )
+
+    assert result["status"] == "proposed"
+    assert Memory.objects.get(user=user, key="diet").summary == "Vegetarian"
+    assert MemoryProposal.objects.get(user=user).proposed_fields()["summary"] == "Eats fish now"
+
+
+def test_saving_over_a_protected_key_makes_a_proposal(user: User) -> None:
+    make_memory(user, "left-shoulder", source="onboarding", category="injury", summary="Bad left shoulder")
+
+    result = save(user, "left-shoulder", "Shoulder is fine now", category="other")
+
+    assert result["status"] == "proposed"
+    assert Memory.objects.get(user=user, key="left-shoulder").summary == "Bad left shoulder"
+
+
+def test_another_users_memories_are_invisible_to_every_tool(user: User, other_user: User) -> None:
+    make_memory(other_user, "secret", summary="Another person's secret plan")
+
+    assert call(user, "recall_memory", keys=["secret"]) == {"status": "found", "memories": [], "unknown": ["secret"]}
+    assert call(user, "search_memories", query="secret plan", limit=None)["memories"] == []
+    assert "there is no memory" in call(user, "delete_memory", key="secret", reason="x")["error"]
+    update = call(
+        user,
+        "update_memory",
+        key="secret",
+        summary="mine",
+        content=None,
+        tier=None,
+        category=None,
+        due_at=None,
+        status=None,
+        reason="x",
+    )
+    assert "there is no memory" in update["error"]
+    assert save(user, "secret", "My own note under the same key")["status"] == "saved"
+    assert Memory.objects.get(user=other_user, key="secret").summary == "Another person's secret plan"
+
+
+def test_search_ranks_the_users_memories_by_meaning(user: User) -> None:
+    make_memory(user, "left-shoulder", summary="Bad left shoulder, no overhead pressing")
+    make_memory(user, "breakfast", summary="Oats for breakfast every day")
+
+    found = call(user, "search_memories", query="shoulder pressing", limit=2)["memories"]
+
+    assert [m["key"] for m in found] == ["left-shoulder", "breakfast"]
+    assert found[0]["similarity"] > found[1]["similarity"]
+
+
+def test_recall_opens_full_notes_by_key(user: User) -> None:
+    make_memory(
+        user,
+        "coaching-style",
+        category="feedback",
+        summary="Blunt feedback",
+        content="Be blunt.\nWhy: they asked.\nHow to apply: no cushioning.",
+    )
+
+    result = call(user, "recall_memory", keys=["coaching-style", "missing"])
+
+    assert result["memories"][0]["content"] == "Be blunt.\nWhy: they asked.\nHow to apply: no cushioning."
+    assert result["memories"][0]["written_by"] == "your coach"
+    assert result["unknown"] == ["missing"]
+
+
+def test_writes_stop_at_the_per_turn_limit(user: User, settings) -> None:
+    settings.MEMORY_MAX_WRITES_PER_TURN = 2
+    context = ToolContext(user=user)
+
+    results = [save(user, f"note-{n}", f"Different topic number {n} {'x' * n}", context=context) for n in range(3)]
+
+    assert [r["status"] for r in results] == ["saved", "saved", "error"]
+    assert "at most 2 memory writes per turn" in results[2]["error"]
+    assert call(user, "recall_memory", context, keys=["note-0"])["memories"]
+
+
+def test_an_embedding_outage_is_a_result_the_turn_survives(user: User, model_server: ModelServer) -> None:
+    model_server.queue_embedding_error(503)
+
+    result = save(user, "left-shoulder", "Bad left shoulder")
+
+    assert result["status"] == "error" and "unavailable" in result["error"]
+    assert not Memory.objects.filter(user=user).exists()
+
+
+def test_memories_the_coach_saves_come_from_the_turns_session(user: User) -> None:
+    from coach.models import ChatSession, Message
+
+    session = ChatSession.objects.create(user=user)
+    message = Message.objects.create(session=session, role="user", content="I have a bad left shoulder")
+
+    save(
+        user,
+        "left-shoulder",
+        "Bad left shoulder",
+        context=ToolContext(user=user, session_id=session.pk, message_id=message.pk),
+    )
+
+    memory = Memory.objects.get(user=user, key="left-shoulder")
+    assert (memory.session_id, memory.message_id, memory.source) == (session.pk, message.pk, "coach")
