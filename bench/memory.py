@@ -1,0 +1,212 @@
+"""Memory at scale: one user's search, context assembly and saves (with eviction), measured
+with 100 and then with 10,000 users of 74 memories each (1,024-dimension embeddings).
+
+    bin/bench memory [--users 10000] [--runs 200]
+
+It must scale with one user's memories, not with the table: the second measurement should
+cost about what the first did, and the query counts should not depend on the memory count.
+Prints a table; it is a benchmark, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.setup import django_for_benchmarks
+
+django_for_benchmarks()
+
+from django.db import connection  # noqa: E402
+from django.test.utils import CaptureQueriesContext  # noqa: E402
+from django.utils import timezone  # noqa: E402
+from pgvector import Vector  # noqa: E402
+from pgvector.psycopg import register_vector  # noqa: E402
+
+from accounts.models import User  # noqa: E402
+from coach.llm import Embedding  # noqa: E402
+from memory.context import assemble_memory_context  # noqa: E402
+from memory.encryption import encrypt  # noqa: E402
+from memory.selectors import memories_by_similarity  # noqa: E402
+from memory.services import MemoryDraft, memory_save  # noqa: E402
+
+DIMENSIONS = 1024
+PER_USER = 74
+EPISODES = 14
+MODEL = "bench-embedding-1024"
+rng = random.Random(7)
+SAVES = itertools.count()
+
+
+def random_vector() -> list[float]:
+    vector = [rng.gauss(0, 1) for _ in range(DIMENSIONS)]
+    norm = sum(v * v for v in vector) ** 0.5
+    return [v / norm for v in vector]
+
+
+VECTORS = [Vector(random_vector()) for _ in range(256)]
+TEXTS = [
+    (encrypt(f"Observation {i} about training"), encrypt(f"Longer note {i}: " + "detail " * 30)) for i in range(74)
+]
+
+
+def seed_users(first: int, count: int, *, memories_each: int = PER_USER) -> list[int]:
+    """Users bench-<n>@example.com with `memories_each` memories: 14 episodes, the rest notes."""
+    now = timezone.now()
+    raw = connection.connection
+    register_vector(raw)
+    with raw.cursor() as cursor:
+        with cursor.copy(
+            "COPY accounts_user (password, email, name, is_staff, is_active, is_superuser, date_joined) FROM STDIN"
+        ) as copy:
+            for n in range(first, first + count):
+                copy.write_row(["!", f"bench-{n}@example.com", "", False, True, False, now])
+        cursor.execute(
+            "SELECT id FROM accounts_user WHERE email = ANY(%s) ORDER BY id",
+            [[f"bench-{n}@example.com" for n in range(first, first + count)]],
+        )
+        ids = [row[0] for row in cursor.fetchall()]
+        columns = (
+            "user_id, key, tier, category, source, summary, content, embedding, embedding_model, status, "
+            "version, created_at, updated_at"
+        )
+        with cursor.copy(f"COPY memory_memory ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(
+                [
+                    "int8",
+                    "varchar",
+                    "varchar",
+                    "varchar",
+                    "varchar",
+                    "text",
+                    "text",
+                    "vector",
+                    "varchar",
+                    "varchar",
+                    "int4",
+                    "timestamptz",
+                    "timestamptz",
+                ]
+            )
+            for user_id in ids:
+                for i in range(memories_each):
+                    episode = memories_each == PER_USER and i < EPISODES
+                    summary, content = TEXTS[i]
+                    at = now - timedelta(days=memories_each - i)
+                    copy.write_row(
+                        [
+                            user_id,
+                            f"m-{i}",
+                            "episodic",
+                            "episode" if episode else "habit",
+                            "coach",
+                            summary,
+                            content,
+                            VECTORS[(user_id + i) % len(VECTORS)],
+                            MODEL,
+                            "",
+                            1,
+                            at,
+                            at,
+                        ]
+                    )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE accounts_user")
+        cursor.execute("ANALYZE memory_memory")
+    return ids
+
+
+def measure(
+    operation: Callable[[int], None], runs: int, *, after: Callable[[], None] = lambda: None
+) -> tuple[float, float, int]:
+    """p50 and p95 in milliseconds, and the queries of one call; `after` runs untimed after each."""
+    operation(-1)  # warm caches and connections
+    after()
+    with CaptureQueriesContext(connection) as queries:
+        operation(-2)
+    after()
+    timings = []
+    for run in range(runs):
+        started = time.perf_counter()
+        operation(run)
+        timings.append((time.perf_counter() - started) * 1000)
+        after()
+    timings.sort()
+    return statistics.median(timings), timings[int(len(timings) * 0.95) - 1], len(queries)
+
+
+def measure_user(user: User, runs: int) -> dict[str, tuple[float, float, int]]:
+    query = random_vector()
+    now = timezone.now()
+    at_ceiling = user.memories.count() >= PER_USER
+
+    def search(_: int) -> None:
+        memories_by_similarity(user=user, vector=query, model=MODEL, limit=8)
+
+    def assemble(_: int) -> None:
+        assemble_memory_context(user=user, now=now)
+
+    def save_new_key(run: int) -> None:
+        # A new key: at 74 memories the store is at its ceiling, so every save also evicts.
+        save(user, f"bench-new-{next(SAVES)}", run)
+
+    def keep_size() -> None:
+        # Below the ceiling a new key would grow the store: put it back to its measured size.
+        if not at_ceiling:
+            user.memories.filter(key__startswith="bench-new-").delete()
+
+    def save_same_key(run: int) -> None:
+        save(user, "bench-rewritten", run)
+
+    return {
+        "search_memories (database part)": measure(search, runs),
+        "context assembly": measure(assemble, runs),
+        "save a new key (evicts at 74)": measure(save_new_key, runs, after=keep_size),
+        "save over an existing key": measure(save_same_key, runs),
+    }
+
+
+def save(user: User, key: str, run: int) -> None:
+    draft = MemoryDraft(key=key, tier="episodic", category="habit", summary=f"Saved {run}", content="Saved")
+    embedding = Embedding(VECTORS[run % len(VECTORS)].to_list(), MODEL)
+    memory_save(user=user, draft=draft, source="coach", actor="coach", embedding=embedding)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--users", type=int, default=10_000)
+    parser.add_argument("--runs", type=int, default=200)
+    args = parser.parse_args()
+
+    started = time.perf_counter()
+    small_id, large_id = seed_users(0, 1, memories_each=10)[0], seed_users(1, 1)[0]
+    seed_users(2, 98)
+    print(f"seeded 100 users in {time.perf_counter() - started:.1f} s", flush=True)
+    users = {10: User.objects.get(pk=small_id), PER_USER: User.objects.get(pk=large_id)}
+    results = {(100, n): measure_user(user, args.runs) for n, user in users.items()}
+
+    started = time.perf_counter()
+    for first in range(100, args.users, 1000):
+        seed_users(first, min(1000, args.users - first))
+    print(f"seeded {args.users - 100} more users in {time.perf_counter() - started:.1f} s", flush=True)
+    results |= {(args.users, n): measure_user(user, args.runs) for n, user in users.items()}
+
+    print()
+    print("| users | memories of the user | operation | p50 ms | p95 ms | queries | p95 vs 100 users |")
+    print("|---:|---:|---|---:|---:|---:|---:|")
+    for (count, memories), operations in sorted(results.items()):
+        for name, (p50, p95, queries) in operations.items():
+            ratio = p95 / results[(100, memories)][name][1]
+            print(f"| {count:,} | {memories} | {name} | {p50:.2f} | {p95:.2f} | {queries} | {ratio:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
