@@ -31,6 +31,8 @@ class User(AbstractBaseUser, PermissionsMixin):
     is_staff = models.BooleanField(default=False)
     is_active = models.BooleanField(default=True)
     date_joined = models.DateTimeField(default=timezone.now)
+    # Set when the onboarding form is answered or skipped; until then login leads there.
+    onboarded_at = models.DateTimeField(null=True, blank=True)
 
     objects = UserManager()
 
