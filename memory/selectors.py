@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, QuerySet
 from pgvector.django import CosineDistance
 
 from accounts.models import User
-from memory.models import Memory, MemoryProposal
+from memory.models import Memory, MemoryEvent, MemoryProposal
 from memory.policy import MemoryFacts
 
 
@@ -72,3 +72,30 @@ def due_prospective_memories(*, user: User, now: datetime, lead_days: int) -> Qu
         .filter(tier="prospective", status__in=["open", "raised"], due_at__lte=now + timedelta(days=lead_days))
         .order_by("due_at")
     )
+
+
+def recently_forgotten_for_user(*, user: User, now: datetime, days: int) -> QuerySet[MemoryEvent]:
+    """Evictions of the last `days` days that can still be undone, newest first.
+
+    One query: an eviction counts only while it is the last thing that happened to its key
+    (not restored, saved again, evicted again or deleted since), the key is not stored, and
+    its snapshot is still there (a user's deletion blanks it).
+    """
+    later = MemoryEvent.objects.filter(user=user, key=OuterRef("key"), created_at__gt=OuterRef("created_at"))
+    stored = Memory.objects.filter(user=user, key=OuterRef("key"))
+    return (
+        MemoryEvent.objects.filter(
+            user=user,
+            action=MemoryEvent.Action.EVICTED,
+            created_at__gte=now - timedelta(days=days),
+            before__isnull=False,
+        )
+        .exclude(Exists(later))
+        .exclude(Exists(stored))
+        .order_by("-created_at", "-pk")
+    )
+
+
+def memory_history_for_user(*, user: User, key: str) -> QuerySet[MemoryEvent]:
+    """Every event of one of the user's memories, by key, so the history outlives the row."""
+    return MemoryEvent.objects.filter(user=user, key=key).order_by("created_at", "pk")

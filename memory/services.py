@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from django.utils.text import slugify
 
 from accounts.models import User
 from coach import llm
@@ -38,6 +39,8 @@ from memory.policy import Eviction, plan_eviction
 from memory.selectors import memory_facts_for_user
 
 KEY_PATTERN = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+# Leaves room for a "-2" suffix within KEY_MAX_CHARS when the same words are added twice.
+_ADDED_KEY_MAX_CHARS = 40
 Actor = MemoryEvent.Actor
 
 
@@ -61,6 +64,10 @@ class MemoryIsProtected(MemoryWriteError):
 
 class ProposalOutdated(MemoryWriteError):
     pass
+
+
+class MemoryNotRestorable(MemoryWriteError):
+    """A forgotten memory that cannot come back: too old, already back, or its key taken."""
 
 
 @dataclass(frozen=True)
@@ -338,6 +345,96 @@ def proposal_reject(*, user: User, proposal_id: int, now: datetime | None = None
         _record(proposal.memory, actor=Actor.USER, action=MemoryEvent.Action.PROPOSAL_REJECTED, now=now)
 
 
+def memory_add_by_user(*, user: User, draft: MemoryDraft, now: datetime | None = None) -> Memory:
+    """A memory the user typed ("always remember this"), under a key of its own.
+
+    The key is derived from `draft.key` (or the summary when blank) and made free inside
+    the user's lock, so an addition never overwrites an existing memory of the same name.
+    """
+    now = now or timezone.now()
+    wanted = _key_from(draft.key or draft.summary)
+    draft = validate_draft(replace(draft, key=wanted), now=now)
+    embedding = embed_memory(summary=draft.summary, content=draft.content)
+    with transaction.atomic():
+        _lock_user(user)
+        draft = replace(draft, key=_free_key(user, wanted))
+        outcome = memory_save(
+            user=user, draft=draft, source=Source.USER, actor=Actor.USER, embedding=embedding, now=now
+        )
+    return outcome.memory
+
+
+def memory_keep(*, user: User, key: str, now: datetime | None = None) -> Memory:
+    """Protect a memory as it stands: it becomes `manual`, so the policy never evicts it.
+    Its text is unchanged, so no embedding call is made."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        _lock_user(user)
+        memory = Memory.objects.select_for_update().filter(user=user, key=key).first()
+        if memory is None:
+            raise MemoryNotFound("This memory is gone: it was deleted or forgotten meanwhile.")
+        if memory.source == Source.MANUAL:
+            return memory
+        before = memory.snapshot()
+        memory.source = Source.MANUAL
+        memory.version += 1
+        memory.updated_at = now
+        memory.save(update_fields=["source", "version", "updated_at"])
+        _record(
+            memory,
+            actor=Actor.USER,
+            action=MemoryEvent.Action.UPDATED,
+            reason="you chose to keep it",
+            before=before,
+            after=memory.snapshot(),
+            now=now,
+        )
+    return memory
+
+
+def memory_restore(*, user: User, event_id: int, now: datetime | None = None) -> Memory:
+    """Bring back a memory the eviction policy removed, from the snapshot in its `evicted`
+    event. It returns as `manual`, so protected: the user chose to keep it this time.
+
+    A prospective memory whose date has passed meanwhile is restored all the same (its
+    status kept): refusing would lose it for good, and the person can then edit the date
+    or mark it done. The policy runs after the insert like any save; the restored memory
+    is protected, so it is never the one that goes.
+    """
+    now = now or timezone.now()
+    event = MemoryEvent.objects.filter(user=user, pk=event_id, action=MemoryEvent.Action.EVICTED).first()
+    if event is None or not event.before:
+        raise MemoryNotRestorable("There is no forgotten memory here to restore.")
+    if event.created_at < now - timedelta(days=settings.MEMORY_FORGOTTEN_DAYS):
+        raise MemoryNotRestorable(
+            f"This memory was forgotten more than {settings.MEMORY_FORGOTTEN_DAYS} days ago; "
+            "it can no longer be restored."
+        )
+    draft = validate_draft(MemoryDraft.from_fields(event.before_fields()), now=now, due_may_be_past=True)
+    embedding = embed_memory(summary=draft.summary, content=draft.content)
+    with transaction.atomic():
+        _lock_user(user)
+        if Memory.objects.filter(user=user, key=draft.key).exists():
+            raise MemoryNotRestorable(
+                f"You have a memory named '{draft.key}' again; edit that one instead of restoring this."
+            )
+        if MemoryEvent.objects.filter(user=user, key=draft.key, created_at__gt=event.created_at).exists():
+            raise MemoryNotRestorable("This memory has changed since it was forgotten; it cannot be restored.")
+        memory = Memory(user=user, key=draft.key, source=Source.MANUAL, created_at=now, version=0)
+        _apply(memory, draft, embedding=embedding, now=now)
+        memory.save()
+        _record(
+            memory,
+            actor=Actor.USER,
+            action=MemoryEvent.Action.RESTORED,
+            reason="you restored it after it was forgotten",
+            after=memory.snapshot(),
+            now=now,
+        )
+        _apply_eviction_policy(user=user, now=now)
+    return memory
+
+
 def memories_reembed(*, batch_size: int = 100) -> int:
     """Re-embed every memory whose embedding is missing or from another model, in batches.
 
@@ -372,6 +469,21 @@ def _lock_user(user: User) -> None:
     # Serialises every memory write of one user: the eviction plan reads the whole store,
     # so two concurrent saves must not both plan against the same 60 rows.
     User.objects.select_for_update().filter(pk=user.pk).values_list("pk", flat=True).get()
+
+
+def _key_from(text: str) -> str:
+    # A readable slug of the first words, cut at a hyphen so no word is halved.
+    slug = re.sub(r"[-_]+", "-", slugify(text)).strip("-")
+    if len(slug) > _ADDED_KEY_MAX_CHARS:
+        slug = slug[:_ADDED_KEY_MAX_CHARS].rsplit("-", 1)[0]
+    return slug or "note"
+
+
+def _free_key(user: User, wanted: str) -> str:
+    taken = set(Memory.objects.filter(user=user, key__startswith=wanted).values_list("key", flat=True))
+    if wanted not in taken:
+        return wanted
+    return next(f"{wanted}-{n}" for n in range(2, len(taken) + 3) if f"{wanted}-{n}" not in taken)
 
 
 def _apply(memory: Memory, draft: MemoryDraft, *, embedding: Embedding | None, now: datetime) -> None:

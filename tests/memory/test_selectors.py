@@ -1,0 +1,99 @@
+"""Reading what was forgotten and what happened to a memory."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from accounts.models import User
+from memory.models import MemoryEvent
+from memory.selectors import memory_history_for_user, recently_forgotten_for_user
+from memory.services import memory_restore
+from tests.memory.factories import make_memory
+
+pytestmark = pytest.mark.django_db
+
+
+def forget(user: User, key: str, *, days_ago: float = 0) -> MemoryEvent:
+    memory = make_memory(user, key, summary=f"About {key}")
+    event = MemoryEvent.objects.create(
+        user=user,
+        key=key,
+        actor="system",
+        action="evicted",
+        reason="room",
+        before=memory.snapshot(),
+        created_at=timezone.now() - timedelta(days=days_ago),
+    )
+    memory.delete()
+    return event
+
+
+def forgotten_keys(user: User) -> list[str]:
+    return [e.key for e in recently_forgotten_for_user(user=user, now=timezone.now(), days=30)]
+
+
+def test_recently_forgotten_lists_evictions_newest_first(user: User) -> None:
+    forget(user, "older", days_ago=2)
+    forget(user, "newer", days_ago=1)
+
+    assert forgotten_keys(user) == ["newer", "older"]
+
+
+def test_an_eviction_older_than_the_window_is_not_listed(user: User) -> None:
+    forget(user, "ancient", days_ago=31)
+
+    assert forgotten_keys(user) == []
+
+
+def test_a_restored_memory_is_no_longer_listed(user: User) -> None:
+    event = forget(user, "rain")
+
+    memory_restore(user=user, event_id=event.pk)
+
+    assert forgotten_keys(user) == []
+
+
+def test_a_key_stored_again_is_not_listed(user: User) -> None:
+    forget(user, "rain")
+    make_memory(user, "rain")
+
+    assert forgotten_keys(user) == []
+
+
+def test_a_key_evicted_twice_is_listed_once(user: User) -> None:
+    forget(user, "rain", days_ago=3)
+    MemoryEvent.objects.create(user=user, key="rain", actor="coach", action="created", created_at=timezone.now())
+    forget(user, "rain")
+
+    assert forgotten_keys(user) == ["rain"]
+
+
+def test_an_eviction_whose_text_the_user_erased_is_not_listed(user: User) -> None:
+    forget(user, "rain")
+    MemoryEvent.objects.filter(user=user, key="rain").update(before=None)
+
+    assert forgotten_keys(user) == []
+
+
+def test_only_the_users_own_evictions_are_listed(user: User, other_user: User) -> None:
+    forget(other_user, "rain")
+
+    assert forgotten_keys(user) == []
+
+
+def test_recently_forgotten_is_one_query_however_many(user: User, django_assert_num_queries) -> None:
+    for number in range(12):
+        forget(user, f"note-{number}")
+
+    with django_assert_num_queries(1):
+        assert len(list(recently_forgotten_for_user(user=user, now=timezone.now(), days=30))) == 12
+
+
+def test_the_history_of_a_key_is_only_the_users_own(user: User, other_user: User) -> None:
+    forget(user, "rain")
+    forget(other_user, "rain")
+
+    assert [e.user_id for e in memory_history_for_user(user=user, key="rain")] == [user.pk]
