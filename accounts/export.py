@@ -1,0 +1,131 @@
+"""Everything the app holds about a person, as one JSON document they can download.
+
+Each model that references the user, directly or through another (a message through its
+session), is either exported here or listed in NOT_EXPORTED with the reason; a test walks
+every model and fails on one that is neither, so a new table cannot be forgotten.
+Rows are written field by field from the model, so a new column is exported without a
+change here; only embeddings (numbers derived from the exported text) and the password
+hash are left out.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from datetime import date, datetime, time
+from decimal import Decimal
+from typing import Any
+from uuid import UUID
+
+from allauth.account.models import EmailAddress
+from django.db import models
+from pgvector.django import VectorField
+
+from accounts.models import User
+from accounts.selectors import WRITTEN_BY
+from coach.models import ChatSession, Message
+from emails.models import Email, EmailPreference
+from memory.models import Memory, MemoryEvent, MemoryProposal
+from memory.policy import protection_reason
+
+FORMAT = "coach-account-export"
+VERSION = 1
+
+# Model label: where its rows are in the document.
+EXPORTED = {
+    "accounts.user": "profile",
+    "account.emailaddress": "email_addresses",
+    "emails.emailpreference": "email_preferences",
+    "memory.memory": "memories",
+    "memory.memoryevent": "memories[].history and history_of_memories_no_longer_kept[].history",
+    "memory.memoryproposal": "proposals",
+    "coach.chatsession": "chat_sessions",
+    "coach.message": "chat_sessions[].messages",
+    "emails.email": "emails",
+}
+
+# Reviewed: models that reference the user and are deliberately not in the export.
+NOT_EXPORTED = {
+    "admin.logentry": "the admin's audit log of what staff changed through the admin; about the site's "
+    "administration, not the person (erased with the account all the same)",
+    "account.emailconfirmation": "a one-time secret key for confirming an address; the address itself is "
+    "exported under email_addresses",
+    "accounts.user_groups": "staff permission groups; coached people have none",
+    "accounts.user_user_permissions": "staff permissions; coached people have none",
+}
+
+_NEVER = frozenset({"password"})
+
+
+def account_export(*, user: User, now: datetime) -> dict[str, Any]:
+    """The person's whole account as plain JSON-ready data, in a fixed number of queries."""
+    memories = list(Memory.objects.filter(user=user).defer("embedding").order_by("tier", "key"))
+    history: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for event in MemoryEvent.objects.filter(user=user).order_by("created_at", "pk"):
+        history[event.key].append(_event(event))
+    stored = {m.key for m in memories}
+
+    messages: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for message in Message.objects.filter(session__user=user).order_by("created_at", "pk"):
+        messages[message.session_id].append(_row(message))
+
+    preference = EmailPreference.objects.filter(user=user).first()
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "exported_at": now.isoformat(),
+        "not_included": "embeddings (numbers computed from the text below) and your password's hash",
+        "profile": _row(user),
+        "email_addresses": [_row(a) for a in EmailAddress.objects.filter(user=user).order_by("pk")],
+        "email_preferences": _row(preference) if preference else None,
+        "memories": [
+            {
+                **_row(m),
+                "written_by": WRITTEN_BY.get(m.source, m.source),
+                "kept_because": protection_reason(m.facts),
+                "history": history.get(m.key, []),
+            }
+            for m in memories
+        ],
+        "history_of_memories_no_longer_kept": [
+            {"key": key, "history": events} for key, events in sorted(history.items()) if key not in stored
+        ],
+        "proposals": [
+            {**_row(p, skip={"proposed"}), "memory_key": p.memory.key, "proposed": p.proposed_fields() or None}
+            for p in MemoryProposal.objects.filter(user=user).select_related("memory").order_by("created_at", "pk")
+        ],
+        "chat_sessions": [
+            {**_row(s), "messages": messages.get(s.pk, [])}
+            for s in ChatSession.objects.filter(user=user).order_by("created_at", "pk")
+        ],
+        "emails": [_row(e) for e in Email.objects.filter(user=user).defer("embedding").order_by("created_at", "pk")],
+    }
+
+
+def account_export_json(*, user: User, now: datetime) -> str:
+    return json.dumps(account_export(user=user, now=now), ensure_ascii=False, indent=2)
+
+
+def _event(event: MemoryEvent) -> dict[str, Any]:
+    return {
+        **_row(event, skip={"before", "after"}),
+        "before": event.before_fields() or None,
+        "after": event.after_fields() or None,
+    }
+
+
+def _row(instance: models.Model, *, skip: frozenset[str] | set[str] = frozenset()) -> dict[str, Any]:
+    row = {}
+    for field in instance._meta.concrete_fields:
+        if field.name in _NEVER or field.name in skip or isinstance(field, VectorField):
+            continue
+        row[field.attname] = _plain(getattr(instance, field.attname))
+    return row
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime | date | time):
+        return value.isoformat()
+    if isinstance(value, UUID | Decimal):
+        return str(value)
+    return value

@@ -1,0 +1,188 @@
+"""The account page: email preferences, and deleting memories or the whole account behind
+allauth's re-authentication."""
+
+from __future__ import annotations
+
+from datetime import time
+
+import pytest
+from django.test import Client
+
+from accounts.models import User
+from emails.models import EmailPreference
+from memory.models import Memory, MemoryEvent
+from tests.conftest import PASSWORD
+from tests.memory.factories import make_memories
+
+pytestmark = pytest.mark.django_db
+
+HTMX = {"HX-Request": "true"}
+PREFERENCES = {
+    "frequency": "twice_weekly",
+    "session_summaries": "on",
+    "quiet_start": "22:30",
+    "quiet_end": "07:00",
+    "time_zone": "Europe/Helsinki",
+}
+
+
+@pytest.fixture
+def client(client: Client, user: User) -> Client:
+    client.force_login(user)
+    return client
+
+
+def reauthenticate(client: Client) -> None:
+    response = client.post("/accounts/reauthenticate/", {"password": PASSWORD})
+    assert response.status_code == 302
+
+
+# Email preferences ----------------------------------------------------------------------
+
+
+def test_the_account_page_shows_the_default_preferences_without_saving_them(client: Client, user: User) -> None:
+    html = client.get("/account/").content.decode()
+
+    assert 'value="weekly" required id="id_frequency_1" checked>' in html
+    assert 'value="21:00"' in html and 'value="08:00"' in html
+    assert '<option value="UTC" selected>' in html
+    assert not EmailPreference.objects.filter(user=user).exists()
+
+
+def test_saving_preferences_stores_them(client: Client, user: User) -> None:
+    response = client.post("/account/email-preferences", PREFERENCES, headers=HTMX)
+
+    assert 'role="status">Saved.' in response.content.decode()
+    preference = EmailPreference.objects.get(user=user)
+    assert preference.frequency == "twice_weekly" and preference.session_summaries is True
+    assert (preference.quiet_start, preference.quiet_end) == (time(22, 30), time(7, 0))
+    assert preference.time_zone == "Europe/Helsinki"
+
+
+def test_saving_preferences_again_updates_the_same_row(client: Client, user: User) -> None:
+    client.post("/account/email-preferences", PREFERENCES, headers=HTMX)
+    client.post("/account/email-preferences", {**PREFERENCES, "frequency": "off"}, headers=HTMX)
+
+    assert EmailPreference.objects.get(user=user).frequency == "off"
+
+
+def test_saving_preferences_without_htmx_goes_back_to_the_account_page(client: Client) -> None:
+    response = client.post("/account/email-preferences", PREFERENCES)
+
+    assert response.status_code == 302 and response.url == "/account/"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"time_zone": "Mars/Olympus_Mons"}, "is not a time zone we know"),
+        ({"frequency": "hourly"}, "Select a valid choice"),
+        ({"quiet_start": "08:00", "quiet_end": "08:00"}, "Quiet hours need an end different from their start."),
+        ({"quiet_start": "25:00"}, "Enter a valid time."),
+    ],
+)
+def test_invalid_preferences_say_what_is_wrong_and_save_nothing(
+    client: Client, user: User, change: dict[str, str], message: str
+) -> None:
+    response = client.post("/account/email-preferences", {**PREFERENCES, **change}, headers=HTMX)
+
+    html = response.content.decode()
+    assert response.status_code == 200 and 'class="errorlist' in html and message in html
+    assert not EmailPreference.objects.filter(user=user).exists()
+
+
+# Export ---------------------------------------------------------------------------------
+
+
+def test_the_export_is_a_json_download(client: Client, user: User) -> None:
+    make_memories(user, 2)
+
+    response = client.get("/account/export")
+
+    assert response["Content-Type"] == "application/json"
+    assert response["Content-Disposition"].startswith('attachment; filename="coach-export-')
+    assert "no-store" in response["Cache-Control"] or "no-cache" in response["Cache-Control"]
+    data = response.json()
+    assert data["profile"]["email"] == user.email
+    assert [m["key"] for m in data["memories"]] == ["note-0", "note-1"]
+
+
+# Delete all memories --------------------------------------------------------------------
+
+
+def test_deleting_all_memories_first_asks_for_the_password(client: Client, user: User) -> None:
+    make_memories(user, 3)
+
+    response = client.get("/account/delete-memories")
+
+    assert response.status_code == 302
+    assert response.url == "/accounts/reauthenticate/?next=%2Faccount%2Fdelete-memories"
+    assert Memory.objects.filter(user=user).count() == 3
+
+
+def test_a_post_to_delete_all_memories_without_the_password_deletes_nothing(client: Client, user: User) -> None:
+    make_memories(user, 3)
+
+    response = client.post("/account/delete-memories")
+
+    assert response.url.startswith("/accounts/reauthenticate/")
+    assert Memory.objects.filter(user=user).count() == 3
+
+
+def test_a_wrong_password_deletes_nothing(client: Client, user: User) -> None:
+    make_memories(user, 3)
+    client.post("/account/delete-memories")
+
+    response = client.post("/accounts/reauthenticate/?next=/account/delete-memories", {"password": "wrong"})
+
+    assert response.status_code == 200
+    assert Memory.objects.filter(user=user).count() == 3
+
+
+def test_after_the_password_all_memories_and_their_history_go(client: Client, user: User) -> None:
+    make_memories(user, 3)
+    MemoryEvent.objects.create(user=user, key="note-0", actor="coach", action="created")
+    reauthenticate(client)
+
+    confirm = client.get("/account/delete-memories")
+    response = client.post("/account/delete-memories", follow=True)
+
+    assert "all 3 memories" in confirm.content.decode()
+    assert response.redirect_chain == [("/memories/", 302)]
+    assert "Deleted all 3 memories" in response.content.decode()
+    assert not Memory.objects.filter(user=user).exists()
+    assert not MemoryEvent.objects.filter(user=user).exists()
+
+
+def test_the_password_given_after_pressing_delete_finishes_the_deletion(client: Client, user: User) -> None:
+    make_memories(user, 3)
+    client.post("/account/delete-memories")
+
+    response = client.post("/accounts/reauthenticate/?next=/account/delete-memories", {"password": PASSWORD})
+
+    assert response.status_code == 302
+    assert not Memory.objects.filter(user=user).exists()
+
+
+# Delete the account ---------------------------------------------------------------------
+
+
+def test_deleting_the_account_first_asks_for_the_password(client: Client, user: User) -> None:
+    response = client.get("/account/delete")
+
+    assert response.status_code == 302
+    assert response.url == "/accounts/reauthenticate/?next=%2Faccount%2Fdelete"
+    assert 'name="password"' in client.get(response.url).content.decode()
+    assert User.objects.filter(pk=user.pk).exists()
+
+
+def test_after_the_password_the_account_is_deleted_and_the_person_logged_out(client: Client, user: User) -> None:
+    reauthenticate(client)
+
+    assert "This cannot be undone." in client.get("/account/delete").content.decode()
+    response = client.post("/account/delete", follow=True)
+
+    assert response.redirect_chain[0] == ("/accounts/login/", 302)
+    assert "Your account and everything about you is deleted." in response.content.decode()
+    assert not User.objects.filter(pk=user.pk).exists()
+    assert client.get("/memories/").status_code == 302

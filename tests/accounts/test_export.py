@@ -1,0 +1,242 @@
+"""Everything about a person leaves with the export, and nothing about them stays after
+they delete their account: checked model by model, over every model Django knows."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from allauth.account.models import EmailAddress, EmailConfirmation
+from django.apps import apps
+from django.contrib.admin.models import ADDITION, LogEntry
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group, Permission
+from django.contrib.sessions.models import Session
+from django.db import models
+from django.test import Client
+from django.utils import timezone
+
+from accounts.export import EXPORTED, NOT_EXPORTED
+from accounts.models import User
+from coach.models import ChatSession, Message
+from emails.models import Email, EmailPreference
+from memory.models import Memory
+from memory.services import MemoryDraft, memory_delete, memory_save, proposal_make
+from tests.conftest import PASSWORD, make_user
+from tests.memory.factories import make_memory
+
+pytestmark = pytest.mark.django_db
+
+
+def paths_to_the_user() -> dict[str, list[str]]:
+    """Every model whose rows reference a user, directly or through other such models
+    (a message through its session), with the lookups that lead from it to the user."""
+    user_model = get_user_model()
+    paths: dict[type[models.Model], list[str]] = {user_model: ["pk"]}
+    changed = True
+    while changed:
+        changed = False
+        for model in apps.get_models(include_auto_created=True):
+            for field in model._meta.concrete_fields:
+                target = field.related_model if field.is_relation else None
+                if target is None or target is model or target not in paths:
+                    continue
+                via = [field.name if p == "pk" else f"{field.name}__{p}" for p in paths[target]]
+                known = paths.setdefault(model, [])
+                for path in via:
+                    if path not in known and path.count("__") < 3:
+                        known.append(path)
+                        changed = True
+    return {model._meta.label_lower: found for model, found in paths.items()}
+
+
+def rows_about(user_id: int) -> Iterator[tuple[str, type[models.Model], models.QuerySet]]:
+    by_label = {m._meta.label_lower: m for m in apps.get_models(include_auto_created=True)}
+    for label, paths in paths_to_the_user().items():
+        model = by_label[label]
+        for path in paths:
+            yield label, model, model._default_manager.filter(**{path: user_id})
+
+
+# Where each exported model's rows are in the document.
+LOCATE: dict[str, Callable[[dict[str, Any]], list[dict[str, Any]]]] = {
+    "accounts.user": lambda d: [d["profile"]],
+    "account.emailaddress": lambda d: d["email_addresses"],
+    "emails.emailpreference": lambda d: [d["email_preferences"]] if d["email_preferences"] else [],
+    "memory.memory": lambda d: d["memories"],
+    "memory.memoryevent": lambda d: (
+        [e for m in d["memories"] for e in m["history"]]
+        + [e for gone in d["history_of_memories_no_longer_kept"] for e in gone["history"]]
+    ),
+    "memory.memoryproposal": lambda d: d["proposals"],
+    "coach.chatsession": lambda d: d["chat_sessions"],
+    "coach.message": lambda d: [m for s in d["chat_sessions"] for m in s["messages"]],
+    "emails.email": lambda d: d["emails"],
+}
+
+
+def coach_saves(user: User, key: str, summary: str, **provenance: int) -> Memory:
+    draft = MemoryDraft(key=key, tier="episodic", category="habit", summary=summary, content=summary)
+    return memory_save(user=user, draft=draft, source="coach", actor="coach", **provenance).memory
+
+
+def a_whole_life(user: User, *, words: str) -> None:
+    """A row of every kind the app keeps about a person."""
+    session = ChatSession.objects.create(user=user, title=f"{words} session")
+    question = Message.objects.create(session=session, role="user", content=f"{words}: my shoulder", status="answered")
+    Message.objects.create(
+        session=session, role="assistant", content=f"{words}: noted", status="complete", reply_to=question
+    )
+    shoulder = make_memory(user, "shoulder", source="user", category="injury", summary=f"{words} shoulder")
+    coach_saves(user, "oats", f"{words} oats", session_id=session.pk, message_id=question.pk)
+    coach_saves(user, "gone", f"{words} gone")
+    memory_delete(user=user, key="gone", actor="coach", reason="no longer true")
+    proposal_make(
+        user=user,
+        memory=shoulder,
+        kind="update",
+        draft=MemoryDraft(key="shoulder", tier="profile", category="injury", summary=f"{words} healed", content=""),
+        reason="you said it healed",
+    )
+    for status in ("sent", "queued"):
+        Email.objects.create(
+            user=user,
+            kind="nudge",
+            period_key=f"week-{status}",
+            status=status,
+            subject=f"{words} {status} email",
+            body_text="Hello",
+            memory=shoulder,
+            session=session,
+            sent_at=timezone.now() if status == "sent" else None,
+        )
+    EmailPreference.objects.create(user=user, frequency="off", time_zone="Europe/Helsinki")
+
+
+def the_rest(user: User) -> None:
+    """Rows about the person that are erased with them but, by review, not exported."""
+    address = EmailAddress.objects.get(user=user)
+    EmailConfirmation.create(address)
+    LogEntry.objects.log_actions(
+        user_id=user.pk,
+        queryset=[user],
+        action_flag=ADDITION,
+        change_message="test",
+        single_object=True,
+    )
+    user.groups.add(Group.objects.create(name="staff"))
+    user.user_permissions.add(Permission.objects.get(codename="view_memory"))
+
+
+def keys_in(value: Any) -> set[str]:
+    if isinstance(value, dict):
+        return set(value) | {key for item in value.values() for key in keys_in(item)}
+    if isinstance(value, list):
+        return {key for item in value for key in keys_in(item)}
+    return set()
+
+
+def export(client: Client) -> dict[str, Any]:
+    response = client.get("/account/export")
+    assert response.status_code == 200
+    return json.loads(response.content)
+
+
+def test_every_model_about_a_person_is_exported_or_excluded_for_a_stated_reason() -> None:
+    found = set(paths_to_the_user())
+
+    neither = found - set(EXPORTED) - set(NOT_EXPORTED)
+    assert not neither, f"add these to accounts.export (EXPORTED, or NOT_EXPORTED with a reason): {sorted(neither)}"
+    assert not set(EXPORTED) & set(NOT_EXPORTED)
+    assert set(EXPORTED) | set(NOT_EXPORTED) <= found, "accounts.export lists models that no longer reference a user"
+    assert all(len(reason) > 20 for reason in NOT_EXPORTED.values())
+    assert set(LOCATE) == set(EXPORTED)
+
+
+def test_export_then_delete_the_account_the_export_holds_everything_and_nothing_stays(
+    user: User, other_user: User
+) -> None:
+    a_whole_life(user, words="Ada")
+    a_whole_life(other_user, words="Grace")
+    the_rest(user)
+    client = Client()
+    client.force_login(user)
+
+    data = export(client)
+
+    rows_before: dict[str, set[int]] = {}
+    for label, _model, queryset in rows_about(user.pk):
+        rows_before.setdefault(label, set()).update(queryset.values_list("pk", flat=True))
+    assert all(rows_before.values()), "the test should hold a row of every model about a person"
+    for label in EXPORTED:
+        assert {row["id"] for row in LOCATE[label](data)} == rows_before[label], label
+    assert "Grace" not in json.dumps(data)
+
+    client.post("/accounts/reauthenticate/", {"password": PASSWORD})
+    response = client.post("/account/delete")
+
+    assert response.status_code == 302
+    for label, model, queryset in rows_about(user.pk):
+        assert not queryset.exists(), f"{label} still references the deleted user"
+        assert not model._default_manager.filter(pk__in=rows_before[label]).exists(), label
+    assert not any(s.get_decoded().get("_auth_user_id") == str(user.pk) for s in Session.objects.all())
+    assert Memory.objects.filter(user=other_user).count() == 2
+    assert Message.objects.filter(session__user=other_user).count() == 2
+    assert Email.objects.filter(user=other_user).count() == 2
+
+
+def test_the_export_reads_as_text_with_provenance_and_history(user: User) -> None:
+    a_whole_life(user, words="Ada")
+    client = Client()
+    client.force_login(user)
+
+    data = export(client)
+
+    assert data["format"] == "coach-account-export" and data["version"] == 1
+    assert "password" not in data["profile"] and data["profile"]["email"] == user.email
+    assert "embedding" not in keys_in(data)
+    oats = next(m for m in data["memories"] if m["key"] == "oats")
+    assert oats["summary"] == "Ada oats" and oats["written_by"] == "your coach wrote this"
+    assert oats["session_id"] and oats["message_id"]
+    assert [e["action"] for e in oats["history"]] == ["created"]
+    assert oats["history"][0]["after"]["summary"] == "Ada oats"
+    shoulder = next(m for m in data["memories"] if m["key"] == "shoulder")
+    assert shoulder["kept_because"] == "you wrote it"
+    gone = data["history_of_memories_no_longer_kept"]
+    assert [g["key"] for g in gone] == ["gone"]
+    assert [e["action"] for e in gone[0]["history"]] == ["created", "deleted"]
+    assert data["proposals"][0]["memory_key"] == "shoulder"
+    assert data["proposals"][0]["proposed"]["summary"] == "Ada healed"
+    messages = data["chat_sessions"][0]["messages"]
+    assert [m["content"] for m in messages] == ["Ada: my shoulder", "Ada: noted"]
+    assert {e["subject"] for e in data["emails"]} == {"Ada sent email", "Ada queued email"}
+    assert data["email_preferences"]["time_zone"] == "Europe/Helsinki"
+    assert data["email_addresses"][0]["email"] == user.email
+
+
+def test_a_memory_the_person_deleted_leaves_no_text_in_the_export(user: User) -> None:
+    make_memory(user, "secret", source="user", summary="Something private")
+    client = Client()
+    client.force_login(user)
+    client.post("/memories/secret/delete")
+
+    data = export(client)
+
+    assert "Something private" not in json.dumps(data)
+    assert [e["action"] for e in data["history_of_memories_no_longer_kept"][0]["history"]] == ["deleted"]
+
+
+def test_the_export_is_a_fixed_number_of_queries(user: User, django_assert_max_num_queries) -> None:
+    for number in range(3):
+        a_whole_life(make_user(f"person{number}@example.com"), words=f"Person {number}")
+    a_whole_life(user, words="Ada")
+    for number in range(20):
+        make_memory(user, f"note-{number}", updated_at=timezone.now() - timedelta(minutes=number))
+    client = Client()
+    client.force_login(user)
+
+    with django_assert_max_num_queries(12):
+        export(client)
