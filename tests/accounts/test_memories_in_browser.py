@@ -1,0 +1,179 @@
+"""The memory page in Chromium: a person edits, adds and deletes memories in place."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+from playwright.sync_api import Page, expect
+
+from accounts.models import User
+from memory.context import assemble_memory_context
+from memory.models import Memory, MemoryEvent
+from tests.conftest import make_user
+from tests.memory.factories import make_memories, make_memory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SUMMARY = "What your coach should remember"
+
+
+@pytest.fixture
+def person(page: Page, live_server) -> User:
+    """A person logged in in the browser (their session cookie, set on the page)."""
+    user = make_user("ada@example.com")
+    client = Client()
+    client.force_login(user)
+    page.context.add_cookies(
+        [{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}]
+    )
+    return user
+
+
+def open_memories(page: Page, live_server) -> None:
+    page.goto(live_server.url + "/memories/")
+    # Set on this page: a reload or a navigation would lose it.
+    page.evaluate("window.sameDocument = true")
+
+
+def still_the_same_document(page: Page) -> bool:
+    return page.evaluate("window.sameDocument === true")
+
+
+def test_a_person_edits_a_memory_and_sees_the_new_text_without_a_reload(page: Page, live_server, person: User) -> None:
+    make_memory(person, "breakfast", summary="Oats every morning")
+    open_memories(page, live_server)
+    row = page.locator("#memory-breakfast")
+
+    row.get_by_role("link", name="Edit").click()
+    summary = row.get_by_label(SUMMARY)
+    expect(summary).to_be_focused()
+    summary.fill("Eggs every morning")
+    row.get_by_role("button", name="Save").click()
+
+    expect(row).to_contain_text("Eggs every morning")
+    expect(row).to_contain_text("Kept: you wrote it")
+    expect(row).not_to_contain_text("Oats every morning")
+    assert still_the_same_document(page)
+    memory = Memory.objects.get(user=person, key="breakfast")
+    assert memory.source == "manual"
+    text = assemble_memory_context(user=person, now=timezone.now()).text
+    assert "Eggs every morning" in text and "Oats every morning" not in text
+
+
+def test_an_edit_that_is_too_long_says_so_in_place_and_keeps_the_text(page: Page, live_server, person: User) -> None:
+    make_memory(person, "breakfast", summary="Oats every morning")
+    open_memories(page, live_server)
+    row = page.locator("#memory-breakfast")
+    typed = "Eggs " * 40
+
+    row.get_by_role("link", name="Edit").click()
+    row.get_by_label(SUMMARY).fill(typed)
+    row.get_by_role("button", name="Save").click()
+
+    expect(row).to_contain_text("Keep this to 150 characters")
+    expect(row.get_by_label(SUMMARY)).to_have_value(typed)
+    assert still_the_same_document(page)
+    assert Memory.objects.get(user=person, key="breakfast").summary == "Oats every morning"
+
+
+def test_cancelling_an_edit_puts_the_memory_back(page: Page, live_server, person: User) -> None:
+    make_memory(person, "breakfast", summary="Oats every morning")
+    open_memories(page, live_server)
+    row = page.locator("#memory-breakfast")
+
+    row.get_by_role("link", name="Edit").click()
+    row.get_by_label(SUMMARY).fill("Something else")
+    row.get_by_role("link", name="Cancel").click()
+
+    expect(row).to_contain_text("Oats every morning")
+    expect(row.get_by_role("link", name="Edit")).to_be_visible()
+    assert still_the_same_document(page)
+
+
+def test_a_person_deletes_a_memory_after_confirming(page: Page, live_server, person: User) -> None:
+    make_memory(person, "breakfast", summary="Oats every morning")
+    open_memories(page, live_server)
+    row = page.locator("#memory-breakfast")
+
+    row.get_by_role("link", name="Delete").click()
+    expect(row).to_contain_text("Delete this memory for good?")
+    row.get_by_role("button", name="Delete for good").click()
+
+    expect(row).to_have_count(0)
+    assert still_the_same_document(page)
+    assert not Memory.objects.filter(user=person).exists()
+
+
+def test_a_person_adds_a_memory_that_appears_in_its_tier(page: Page, live_server, person: User) -> None:
+    open_memories(page, live_server)
+    add = page.locator("#add")
+
+    add.get_by_text("Always remember this").click()
+    add.get_by_label(SUMMARY).fill("I am vegetarian")
+    add.get_by_label("Category").select_option("preference")
+    add.get_by_role("button", name="Remember this").click()
+
+    expect(add).to_contain_text("Saved. Your coach will always remember this.")
+    expect(add.get_by_label(SUMMARY)).to_have_value("")
+    profile = page.locator("#tier-profile")
+    expect(profile.locator("#memory-i-am-vegetarian")).to_contain_text("Kept: you wrote it")
+    expect(profile.get_by_text("Nothing yet.")).to_be_hidden()
+    assert still_the_same_document(page)
+
+
+def test_the_date_fields_show_only_for_something_to_bring_up_later(page: Page, live_server, person: User) -> None:
+    open_memories(page, live_server)
+    add = page.locator("#add")
+    add.get_by_text("Always remember this").click()
+
+    expect(add.get_by_label("Bring it up on")).to_be_hidden()
+    add.get_by_label("Tier").select_option("prospective")
+    expect(add.get_by_label("Bring it up on")).to_be_visible()
+
+
+def test_a_person_restores_a_forgotten_memory(page: Page, live_server, person: User) -> None:
+    gone = make_memory(person, "rain", summary="Runs in the rain")
+    MemoryEvent.objects.create(
+        user=person, key="rain", actor="system", action="evicted", reason="room", before=gone.snapshot()
+    )
+    gone.delete()
+    open_memories(page, live_server)
+
+    page.locator("#forgotten").get_by_role("button", name="Restore").click()
+
+    expect(page.locator("#tier-episodic #memory-rain")).to_contain_text("Kept: you wrote it")
+    expect(page.locator("#forgotten")).not_to_contain_text("Runs in the rain")
+    assert still_the_same_document(page)
+
+
+def test_the_memory_pages_raise_no_content_security_policy_violations(page: Page, live_server, person: User) -> None:
+    violations: list[str] = []
+    page.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
+    make_memory(person, "shoulder", source="user", category="injury", summary="Bad left shoulder")
+    make_memory(person, "talk", tier="prospective", category="project", due_at=timezone.now() + timedelta(days=30))
+    make_memories(person, 3)
+
+    open_memories(page, live_server)
+    page.locator("#memory-shoulder").get_by_text("History", exact=True).click()
+    expect(page.locator("#memory-shoulder .memory-history")).to_contain_text("No history recorded.")
+    page.locator("#coach-sees").get_by_text("Show it").click()
+    expect(page.locator("#coach-sees pre.context-text")).to_contain_text("Bad left shoulder")
+    page.get_by_role("searchbox").fill("shoulder")
+    expect(page.locator("#memory-groups")).to_contain_text("1 match for “shoulder”")
+    page.goto(live_server.url + "/account/")
+    page.wait_for_load_state("networkidle")
+
+    assert violations == []
+
+
+def test_the_memory_page_fits_a_phone(page: Page, live_server, person: User) -> None:
+    make_memory(person, "long", summary="A" * 150, content="word " * 300)
+    make_memories(person, 3)
+    page.set_viewport_size({"width": 360, "height": 740})
+
+    for path in ("/memories/", "/account/"):
+        page.goto(live_server.url + path)
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), path
