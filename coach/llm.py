@@ -7,11 +7,18 @@ the rest of the code knowing.
 
 from __future__ import annotations
 
+import asyncio
+import weakref
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import openai
 from django.conf import settings
+
+# The offline coach and many local servers need no key, but the SDK insists on one.
+NO_KEY = "no-key-needed"
 
 
 class LLMError(Exception):
@@ -26,6 +33,81 @@ class LLMError(Exception):
 class Embedding:
     vector: list[float]
     model: str
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """A piece of the reply, as it arrives."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ModelResponse:
+    """The whole of one model response, after its last piece."""
+
+    text: str
+    tool_calls: tuple[ToolCall, ...]
+    finish_reason: str
+
+
+async def stream_chat(
+    messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None
+) -> AsyncIterator[TextDelta | ModelResponse]:
+    """Stream one chat completion: TextDelta pieces, then one ModelResponse.
+
+    A stream that stops before saying it finished, or a tool call without a name, is an
+    LLMError: a reply cut short is never passed on as if it were whole.
+    """
+    arguments: dict[str, Any] = {"model": settings.COACH_MODEL, "messages": messages, "stream": True}
+    if tools:
+        arguments["tools"] = tools
+    text: list[str] = []
+    calls: dict[int, dict[str, str]] = {}
+    finish_reason = None
+    try:
+        stream = await _async_client().chat.completions.create(**arguments)
+        async for chunk in stream:
+            if not chunk.choices:
+                continue
+            choice = chunk.choices[0]
+            if choice.delta.content:
+                text.append(choice.delta.content)
+                yield TextDelta(choice.delta.content)
+            for delta in choice.delta.tool_calls or []:
+                call = calls.setdefault(delta.index, {"id": "", "name": "", "arguments": ""})
+                call["id"] = delta.id or call["id"]
+                if delta.function is not None:
+                    call["name"] = delta.function.name or call["name"]
+                    call["arguments"] += delta.function.arguments or ""
+            finish_reason = choice.finish_reason or finish_reason
+    except openai.OpenAIError as error:
+        raise as_llm_error(error) from error
+    if finish_reason is None:
+        raise LLMError("the reply was cut off before it finished", retryable=True)
+    tool_calls = tuple(ToolCall(**calls[index]) for index in sorted(calls))
+    if any(not call.name or not call.id for call in tool_calls):
+        raise LLMError("the model sent a tool call without a name or id", retryable=True)
+    yield ModelResponse(text="".join(text), tool_calls=tool_calls, finish_reason=finish_reason)
+
+
+def complete(messages: list[dict[str, Any]]) -> str:
+    """One whole answer, for background jobs (summaries, emails, episodes)."""
+    try:
+        response = _client().chat.completions.create(model=settings.COACH_MODEL, messages=messages)
+    except openai.OpenAIError as error:
+        raise as_llm_error(error) from error
+    content = response.choices[0].message.content if response.choices else None
+    if not content or not content.strip():
+        raise LLMError("the model answered with nothing", retryable=True)
+    return content.strip()
 
 
 def embed(texts: list[str]) -> list[Embedding]:
@@ -65,10 +147,30 @@ def _client() -> openai.OpenAI:
     )
 
 
+# An async client's connection pool belongs to the event loop it first ran on.
+_async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple, openai.AsyncOpenAI]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _async_client() -> openai.AsyncOpenAI:
+    options = (
+        settings.OPENAI_BASE_URL,
+        settings.OPENAI_API_KEY,
+        settings.LLM_TIMEOUT_SECONDS,
+        settings.LLM_MAX_RETRIES,
+    )
+    clients = _async_clients.setdefault(asyncio.get_running_loop(), {})
+    if options not in clients:
+        base_url, api_key, timeout, max_retries = options
+        clients[options] = openai.AsyncOpenAI(
+            base_url=base_url, api_key=api_key or NO_KEY, timeout=timeout, max_retries=max_retries
+        )
+    return clients[options]
+
+
 @lru_cache(maxsize=4)
 def _client_for(base_url: str | None, api_key: str, timeout: float, max_retries: int) -> openai.OpenAI:
     # Explicit timeout and retries: the SDK's defaults (600 s, 2 retries) would hold a
     # chat turn for ten minutes before telling the user anything.
-    return openai.OpenAI(
-        base_url=base_url, api_key=api_key or "offline-coach-needs-no-key", timeout=timeout, max_retries=max_retries
-    )
+    return openai.OpenAI(base_url=base_url, api_key=api_key or NO_KEY, timeout=timeout, max_retries=max_retries)

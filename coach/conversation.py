@@ -1,0 +1,67 @@
+"""What the model is sent for a turn: the system prompt, then the session's own history.
+
+The system prompt is the coach's instructions (coach/prompts/coach.md), today's date, and
+the memory block assembled for this request. The history keeps its newest turns within
+COACH_HISTORY_BUDGET_TOKENS; the person's latest message always goes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from accounts.models import User
+from coach.models import ChatSession, Message
+from coach.selectors import session_messages
+from memory.context import MemoryContext, assemble_memory_context, estimate_tokens
+
+PROMPTS = Path(__file__).resolve().parent / "prompts"
+
+
+@cache
+def prompt(name: str) -> str:
+    """A prompt file from coach/prompts, without its trailing newline."""
+    return (PROMPTS / f"{name}.md").read_text().strip()
+
+
+@dataclass(frozen=True)
+class Conversation:
+    messages: list[dict[str, Any]]
+    memory: MemoryContext
+    history_dropped: int
+
+
+def system_prompt(*, user: User, now: datetime) -> tuple[str, MemoryContext]:
+    memory = assemble_memory_context(user=user, now=now)
+    today = f"Today: {now.date().isoformat()} ({now:%A})"
+    return "\n\n".join([prompt("coach"), today, memory.text]), memory
+
+
+def conversation_for_turn(*, user: User, session: ChatSession, message: Message, now: datetime) -> Conversation:
+    """The messages for the model, for a turn that answers `message`."""
+    system, memory = system_prompt(user=user, now=now)
+    earlier = [m for m in session_messages(session=session) if m.pk < message.pk and _belongs_in_history(m)]
+    kept: list[dict[str, Any]] = []
+    budget = settings.COACH_HISTORY_BUDGET_TOKENS - estimate_tokens(message.content)
+    for past in reversed(earlier):
+        cost = estimate_tokens(past.content)
+        if cost > budget:
+            break
+        budget -= cost
+        kept.append({"role": past.role, "content": past.content})
+    kept.reverse()
+    return Conversation(
+        messages=[{"role": "system", "content": system}, *kept, {"role": "user", "content": message.content}],
+        memory=memory,
+        history_dropped=len(earlier) - len(kept),
+    )
+
+
+def _belongs_in_history(message: Message) -> bool:
+    # A reply cut short is not something the coach said; everything the person wrote is.
+    return message.role == Message.Role.USER or message.status == Message.Status.COMPLETE
