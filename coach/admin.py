@@ -6,7 +6,7 @@ from django.contrib import admin
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 
-from coach.models import ChatSession
+from coach.models import ChatSession, Message
 
 
 @admin.register(ChatSession)
@@ -24,3 +24,21 @@ class ChatSessionAdmin(admin.ModelAdmin):
     @admin.display(description="messages", ordering="message_total")
     def message_count(self, session: ChatSession) -> int:
         return session.message_total
+
+
+@admin.register(Message)
+class MessageAdmin(admin.ModelAdmin):
+    # What people wrote stays out of the admin: who, when and how it went, not the words.
+    list_display = ["pk", "session", "session_user", "role", "status", "created_at"]
+    list_filter = ["role", "status"]
+    search_fields = ["session__user__email"]
+    list_select_related = ["session__user"]
+    fields = ["session", "role", "status", "error", "created_at"]
+    readonly_fields = fields
+
+    @admin.display(description="user", ordering="session__user__email")
+    def session_user(self, message: Message) -> str:
+        return message.session.user.email
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False

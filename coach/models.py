@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 from memory.encryption import EncryptedTextField
+
+TITLE_MAX_CHARS = 60
 
 
 class ChatSession(models.Model):
@@ -13,15 +16,24 @@ class ChatSession(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.DB_CASCADE, related_name="chat_sessions")
     title = EncryptedTextField(blank=True, default="")
     summary = EncryptedTextField(blank=True, default="")
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
+    last_message_at = models.DateTimeField(default=timezone.now)
     ended_at = models.DateTimeField(null=True, blank=True)
+    summarised_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        indexes = [models.Index(fields=["user", "-updated_at"])]
+        indexes = [
+            models.Index(fields=["user", "-last_message_at"]),
+            models.Index(fields=["ended_at", "last_message_at"]),
+        ]
 
     def __str__(self) -> str:
         return f"session {self.pk} of {self.user_id}"
+
+    @property
+    def display_title(self) -> str:
+        return self.title or "New conversation"
 
 
 class Message(models.Model):
@@ -29,13 +41,34 @@ class Message(models.Model):
         USER = "user"
         ASSISTANT = "assistant"
 
+    class Status(models.TextChoices):
+        # A person's message: waiting for a reply, being answered, answered, or failed
+        # (the model could not answer; the message is kept and can be retried).
+        PENDING = "pending"
+        ANSWERING = "answering"
+        ANSWERED = "answered"
+        FAILED = "failed"
+        # A reply: whole, or cut off part-way (never passed off as whole).
+        COMPLETE = "complete"
+        INTERRUPTED = "interrupted"
+
     session = models.ForeignKey(ChatSession, on_delete=models.DB_CASCADE, related_name="messages")
     role = models.CharField(max_length=16, choices=Role.choices)
     content = EncryptedTextField()
-    created_at = models.DateTimeField(auto_now_add=True)
+    status = models.CharField(max_length=16, choices=Status.choices)
+    # For a reply: the message it answers.
+    reply_to = models.ForeignKey("self", on_delete=models.DB_CASCADE, null=True, blank=True, related_name="replies")
+    # A browser-made id per submission: the same submission twice is stored once.
+    client_id = models.UUIDField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "client_id"], name="message_client_id_once_per_session")
+        ]
         indexes = [models.Index(fields=["session", "created_at"])]
+        ordering = ["created_at", "pk"]
 
     def __str__(self) -> str:
         return f"{self.role} message {self.pk}"

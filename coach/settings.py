@@ -62,7 +62,6 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "coach.middleware.csp_nonce_on_every_response",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -100,13 +99,26 @@ DATABASE_URL = env_required(
     "DATABASE_URL", why="the run and test commands start a local PostgreSQL when it is unset; elsewhere set it."
 )
 try:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)}
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL)}
 except ValueError as error:
     raise ImproperlyConfigured(f"DATABASE_URL is not a database URL Django can use: {error}") from None
 if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
     raise ImproperlyConfigured("DATABASE_URL must point at PostgreSQL (postgresql://...): memories need pgvector.")
-# An unreachable database fails a request in seconds, not after the OS's TCP timeout.
-DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout", 5)
+# A pool per process: a streaming reply borrows a connection for each database step and
+# gives it back while it waits on the model, so replies in flight do not need one each.
+DATABASES["default"]["CONN_MAX_AGE"] = 0
+DATABASES["default"].setdefault("OPTIONS", {}).update(
+    {
+        "pool": {
+            "min_size": 1,
+            "max_size": env_int("DATABASE_POOL_MAX_SIZE", default=20),
+            # A request that cannot get a connection this soon fails rather than hangs.
+            "timeout": 10,
+        },
+        # An unreachable database fails in seconds, not after the OS's TCP timeout.
+        "connect_timeout": 5,
+    }
+)
 
 REDIS_URL = env_required(
     "REDIS_URL", why="the run and test commands start a local Redis when it is unset; elsewhere set it."
@@ -190,7 +202,11 @@ CELERY_TIMEZONE = "UTC"
 # A task not acknowledged within this is delivered again: never schedule past it.
 CELERY_VISIBILITY_TIMEOUT_SECONDS = 3600
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_VISIBILITY_TIMEOUT_SECONDS}
-CELERY_BEAT_SCHEDULE: dict[str, dict] = {}
+# What runs on a schedule, in plain words: see each task's docstring.
+CELERY_BEAT_SCHEDULE: dict[str, dict] = {
+    # Sessions idle for COACH_SESSION_IDLE_MINUTES are ended and summarised.
+    "end-idle-sessions": {"task": "coach.tasks.end_idle_sessions", "schedule": 300.0},
+}
 
 # The language model. Without OPENAI_API_KEY the app talks to its offline coach.
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
@@ -200,6 +216,14 @@ COACH_MODEL = env_str("COACH_MODEL") or ("gpt-4.1-mini" if OPENAI_API_KEY else "
 EMBEDDING_MODEL = env_str("EMBEDDING_MODEL") or ("text-embedding-3-small" if OPENAI_API_KEY else "offline-embedding")
 LLM_TIMEOUT_SECONDS = env_float("LLM_TIMEOUT_SECONDS", default=30.0)
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", default=2)
+
+# The chat turn (DESIGN.md section 4).
+COACH_MAX_TOOL_ROUNDS = env_int("COACH_MAX_TOOL_ROUNDS", default=4)
+COACH_MAX_MESSAGE_CHARS = env_int("COACH_MAX_MESSAGE_CHARS", default=4000)
+# The conversation's own share of the prompt; its oldest turns go first.
+COACH_HISTORY_BUDGET_TOKENS = env_int("COACH_HISTORY_BUDGET_TOKENS", default=6000)
+# A session with no message for this long is ended and summarised.
+COACH_SESSION_IDLE_MINUTES = env_int("COACH_SESSION_IDLE_MINUTES", default=30)
 
 # Memory (DESIGN.md section 3). The ceilings are the eviction policy's; see memory/policy.py.
 MEMORY_MAX_STORED = env_int("MEMORY_MAX_STORED", default=60)
@@ -273,4 +297,6 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    # The model SDK's HTTP client logs every request at INFO: one line per token stream.
+    "loggers": {"httpx2": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
 }

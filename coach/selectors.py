@@ -1,0 +1,20 @@
+"""Reading chat sessions and messages, always of the person who asks."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+
+from accounts.models import User
+from coach.models import ChatSession, Message
+
+
+def sessions_for_user(*, user: User) -> QuerySet[ChatSession]:
+    return ChatSession.objects.filter(user=user).order_by("-last_message_at", "-pk")
+
+
+def messages_for_user(*, user: User) -> QuerySet[Message]:
+    return Message.objects.filter(session__user=user).select_related("session")
+
+
+def session_messages(*, session: ChatSession) -> list[Message]:
+    return list(Message.objects.filter(session=session).order_by("created_at", "pk"))
