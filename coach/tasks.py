@@ -1,0 +1,62 @@
+"""Background work of the chat: ending idle sessions and summarising ended ones."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from celery import Task, shared_task
+from django.utils import timezone
+
+from coach import llm
+from coach.conversation import prompt
+from coach.llm import LLMError
+from coach.models import ChatSession, Message
+from coach.selectors import session_messages
+from coach.services import session_summary_save, sessions_end_idle
+
+logger = logging.getLogger(__name__)
+RETRY_MAX_SECONDS = 600
+# A turn is over in seconds; one "being answered" for this long lost its process.
+STALE_TURN_MINUTES = 10
+
+
+@shared_task
+def end_idle_sessions() -> int:
+    """Every few minutes: end the sessions nobody has written in for a while (each is then
+    summarised), and give back to the person any turn whose process died mid-answer."""
+    Message.objects.filter(
+        status=Message.Status.ANSWERING, created_at__lt=timezone.now() - timedelta(minutes=STALE_TURN_MINUTES)
+    ).update(status=Message.Status.FAILED, error="the turn stopped with its process")
+    return sessions_end_idle()
+
+
+@shared_task(bind=True, acks_late=True, max_retries=5)
+def summarise_session(self: Task, session_id: int) -> None:
+    """Write the short summary of an ended session (for its recap email). A model outage
+    is retried with backoff; an answer that can never come is logged and left."""
+    try:
+        _summarise(session_id)
+    except LLMError as error:
+        if not error.retryable:
+            logger.warning("session %s cannot be summarised: %s", session_id, error)
+            return
+        # Backoff stays far below Redis's visibility timeout (see settings).
+        raise self.retry(exc=error, countdown=min(RETRY_MAX_SECONDS, 30 * 2**self.request.retries)) from error
+
+
+def _summarise(session_id: int) -> None:
+    session = ChatSession.objects.filter(pk=session_id, summarised_at__isnull=True).first()
+    if session is None:
+        return
+    lines = [
+        f"{'User' if m.role == Message.Role.USER else 'Coach'}: {' '.join(m.content.split())}"
+        for m in session_messages(session=session)
+        if m.role == Message.Role.USER or m.status == Message.Status.COMPLETE
+    ]
+    if not lines:
+        return
+    summary = llm.complete(
+        [{"role": "system", "content": prompt("session_summary")}, {"role": "user", "content": "\n".join(lines)}]
+    )
+    session_summary_save(session=session, summary=summary)
