@@ -50,6 +50,28 @@ def model_server(_model_server: ModelServer, settings) -> ModelServer:
 
 
 @pytest.fixture
+def live_app(transactional_db: None) -> Iterator[str]:
+    """The base URL of the app served over ASGI by uvicorn, for browser tests."""
+    from tests.asgi_server import asgi_app_server
+
+    with asgi_app_server() as url:
+        yield url
+
+
+@pytest.fixture
+def celery_eager() -> Iterator[None]:
+    """Tasks run in the test's own thread when enqueued (for tests about what a task does;
+    the tests about delivery run a real worker against Redis instead)."""
+    from coach.celery import app
+
+    app.conf.task_always_eager = True
+    app.conf.task_eager_propagates = True
+    yield
+    app.conf.task_always_eager = False
+    app.conf.task_eager_propagates = False
+
+
+@pytest.fixture
 def user(db: None) -> User:
     return make_user("ada@example.com")
 
@@ -59,10 +81,11 @@ def other_user(db: None) -> User:
     return make_user("grace@example.com")
 
 
-def make_user(email: str, *, verified: bool = True) -> User:
+def make_user(email: str, *, verified: bool = True, onboarded: bool = True) -> User:
     from allauth.account.models import EmailAddress
+    from django.utils import timezone
 
-    user = User.objects.create_user(email, PASSWORD)
+    user = User.objects.create_user(email, PASSWORD, onboarded_at=timezone.now() if onboarded else None)
     EmailAddress.objects.create(user=user, email=email, primary=True, verified=verified)
     return user
 

@@ -41,7 +41,7 @@ def test_an_unverified_address_cannot_log_in() -> None:
     assert client.get("/").status_code == 302
 
 
-def test_following_the_verification_link_then_logging_in_reaches_the_chat() -> None:
+def test_following_the_verification_link_then_logging_in_reaches_the_welcome_form() -> None:
     sign_up(Client(), "new@example.com")
     client = Client()
     link = confirmation_link(mail.outbox[0])
@@ -50,8 +50,8 @@ def test_following_the_verification_link_then_logging_in_reaches_the_chat() -> N
     client.post("/accounts/login/", {"login": "new@example.com", "password": PASSWORD})
 
     response = client.get("/")
-    assert response.status_code == 200
-    assert b"Your coach" in response.content
+    assert response.status_code == 302 and response.url == "/welcome/"
+    assert b"Welcome" in client.get("/welcome/").content
 
 
 def test_logging_in_with_a_wrong_password_is_rate_limited_per_address(user: User) -> None:

@@ -13,8 +13,8 @@ from tests.conftest import PASSWORD
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_sign_up_verify_log_in_see_the_chat_and_log_out(page: Page, live_server) -> None:
-    page.goto(live_server.url + "/accounts/signup/")
+def test_sign_up_verify_log_in_see_the_chat_and_log_out(page: Page, live_app: str) -> None:
+    page.goto(live_app + "/accounts/signup/")
     page.get_by_label("Email:").fill("new@example.com")
     page.get_by_label("Password:", exact=True).fill(PASSWORD)
     page.get_by_label("Password (again):").fill(PASSWORD)
@@ -22,14 +22,16 @@ def test_sign_up_verify_log_in_see_the_chat_and_log_out(page: Page, live_server)
     expect(page.get_by_role("heading", name="Verify Your Email Address")).to_be_visible()
 
     link = re.search(r"https?://[^/\s]+(/accounts/confirm-email/\S+/)", mail.outbox[-1].body).group(1)
-    page.goto(live_server.url + link)
+    page.goto(live_app + link)
     page.get_by_role("button", name="Confirm").click()
+    expect(page.get_by_role("heading", name="Welcome")).to_be_visible()
+    page.get_by_role("button", name="Skip for now").click()
     expect(page.get_by_role("heading", name="Your coach")).to_be_visible()
 
     page.get_by_role("button", name="Log out").click()
     expect(page).to_have_url(re.compile(r"/accounts/login/|/$"))
 
-    page.goto(live_server.url + "/")
+    page.goto(live_app + "/")
     expect(page).to_have_url(re.compile(r"/accounts/login/"))
     page.get_by_label("Email:").fill("new@example.com")
     page.get_by_label("Password:").fill(PASSWORD)
@@ -38,11 +40,11 @@ def test_sign_up_verify_log_in_see_the_chat_and_log_out(page: Page, live_server)
     expect(page.get_by_role("navigation", name="Main")).to_contain_text("Memories")
 
     page.get_by_role("button", name="Log out").click()
-    page.goto(live_server.url + "/")
+    page.goto(live_app + "/")
     expect(page).to_have_url(re.compile(r"/accounts/login/"))
 
 
-def test_pages_raise_no_content_security_policy_violations(page: Page, live_server) -> None:
+def test_pages_raise_no_content_security_policy_violations(page: Page, live_app: str) -> None:
     violations: list[str] = []
     page.on(
         "console",
@@ -50,7 +52,7 @@ def test_pages_raise_no_content_security_policy_violations(page: Page, live_serv
     )
 
     for path in ("/accounts/login/", "/accounts/signup/", "/accounts/password/reset/"):
-        page.goto(live_server.url + path)
+        page.goto(live_app + path)
         page.wait_for_load_state("networkidle")
 
     assert violations == []

@@ -1,0 +1,252 @@
+"""The chat turn's own cost, and how it holds up under many concurrent streams.
+
+    bin/bench chat [--runs 200] [--streams 100]
+
+1. With an instant model (the scripted offline coach, no delay), the time the app itself
+   spends on a turn (sending the message, assembling the context, streaming, saving; the
+   model's own time subtracted) and the database queries it makes, for a person with 0
+   and with 74 memories.
+2. A model that takes 2 seconds to stream each reply, and `--streams` conversations at
+   once against one uvicorn process: all must complete; the figure is how long the app
+   takes to pass on the first words (the model sends them at once).
+
+A benchmark, not a test: it prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.setup import django_for_benchmarks
+
+django_for_benchmarks()
+
+from django.conf import settings  # noqa: E402
+from django.db.backends import utils as db_utils  # noqa: E402
+from django.test import AsyncClient, Client  # noqa: E402
+from django.utils import timezone  # noqa: E402
+
+from accounts.models import User  # noqa: E402
+from coach import llm  # noqa: E402
+from coach.models import ChatSession, Message  # noqa: E402
+from coach.offline import ModelServer, offline_embedding  # noqa: E402
+from coach.services import message_post, session_start  # noqa: E402
+from memory.models import Memory  # noqa: E402
+
+REPLY = "Good question. Let's keep it simple this week: three short sessions, and we review on Sunday."
+STREAM_SECONDS = 2.0
+
+
+class QueryCounter:
+    """Counts the SQL statements of every thread (a turn's work runs in several)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._lock = threading.Lock()
+        original = db_utils.CursorWrapper.execute
+
+        def execute(cursor: db_utils.CursorWrapper, sql: str, params: object = None) -> object:
+            with self._lock:
+                self.count += 1
+            return original(cursor, sql, params)
+
+        db_utils.CursorWrapper.execute = execute
+
+
+class ModelClock:
+    """Time spent waiting on the model, so it can be taken out of the app's own time."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        original = llm.stream_chat
+
+        async def timed(*args: object, **kwargs: object) -> AsyncIterator[object]:
+            started = time.perf_counter()
+            async for piece in original(*args, **kwargs):
+                self.seconds += time.perf_counter() - started
+                yield piece
+                started = time.perf_counter()
+            self.seconds += time.perf_counter() - started
+
+        llm.stream_chat = timed
+
+
+def person(email: str, memories: int) -> User:
+    user = User.objects.create_user(email, "bench-password", onboarded_at=timezone.now())
+    now = timezone.now()
+    Memory.objects.bulk_create(
+        Memory(
+            user=user,
+            key=f"m-{i}",
+            tier="episodic",
+            category="episode" if i < 14 else "habit",
+            source="coach",
+            summary=f"Observation {i} about training",
+            content=f"Observation {i}: " + "detail " * 30,
+            embedding=offline_embedding(f"Observation {i} about training"),
+            embedding_model=settings.EMBEDDING_MODEL,
+            created_at=now - timedelta(days=memories - i),
+            updated_at=now - timedelta(days=memories - i),
+        )
+        for i in range(memories)
+    )
+    return user
+
+
+async def one_turn(client: AsyncClient, session: ChatSession, number: int) -> None:
+    await client.post(
+        f"/chat/{session.pk}/messages", {"text": f"Question {number}: how was my week?"}, headers={"HX-Request": "true"}
+    )
+    message = await Message.objects.filter(session=session, role="user").alast()
+    response = await client.get(f"/chat/{session.pk}/messages/{message.pk}/reply")
+    body = b"".join([chunk async for chunk in response.streaming_content])
+    assert b"event: done" in body, body[-300:]
+
+
+def measure_turns(server: ModelServer, memories: int, runs: int, queries: QueryCounter, clock: ModelClock) -> dict:
+    user = person(f"bench-{memories}@example.com", memories)
+    session = session_start(user=user)
+
+    async def run() -> tuple[list[float], int]:
+        client = AsyncClient()
+        await client.aforce_login(user)
+        for warm in range(3):
+            server.queue_text(REPLY)
+            await one_turn(client, session, -warm)
+        overheads, counts = [], []
+        for number in range(runs):
+            server.queue_text(REPLY)
+            before_queries, before_model = queries.count, clock.seconds
+            started = time.perf_counter()
+            await one_turn(client, session, number)
+            elapsed = time.perf_counter() - started
+            overheads.append((elapsed - (clock.seconds - before_model)) * 1000)
+            counts.append(queries.count - before_queries)
+        return overheads, statistics.mode(counts)
+
+    overheads, count = asyncio.run(run())
+    overheads.sort()
+    return {"p50": statistics.median(overheads), "p95": overheads[int(len(overheads) * 0.95) - 1], "queries": count}
+
+
+def measure_concurrent_streams(server: ModelServer, streams: int) -> dict:
+    """One uvicorn process; `streams` replies at once, each streamed by the model over 2 s."""
+    port = 8765
+    env = {
+        **os.environ,
+        "OPENAI_BASE_URL": server.base_url,
+        "OPENAI_API_KEY": "bench",
+        "LOG_LEVEL": "WARNING",
+        "DJANGO_SETTINGS_MODULE": "coach.settings",
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "coach.asgi:application", "--port", str(port), "--log-level", "warning"],
+        env=env,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_until_up(base + "/healthz")
+        targets = []
+        for n in range(streams):
+            user = person(f"stream-{n}@example.com", 0)
+            session = session_start(user=user)
+            message = message_post(session=session, text=f"Plan my week, please ({n})", client_id=None)
+            client = Client()
+            client.force_login(user)
+            targets.append((f"{base}/chat/{session.pk}/messages/{message.pk}/reply", client.cookies["sessionid"].value))
+        words = REPLY.split(" ")
+        for _ in range(streams):
+            # The first words go out at once; the rest take the model 2 seconds.
+            server.queue_text(REPLY, chunk_delay_seconds=STREAM_SECONDS / len(words))
+        results: list[tuple[float, float, bool]] = [(0.0, 0.0, False)] * streams
+        # Conversations open one after another across the first stream's 2 seconds, so that
+        # at the peak all of them are streaming at once.
+        gap = STREAM_SECONDS / streams
+        origin = time.perf_counter() + 0.5
+
+        def follow(index: int, url: str, cookie: str) -> None:
+            time.sleep(max(0.0, origin + index * gap - time.perf_counter()))
+            began = time.perf_counter()
+            first = None
+            request = urllib.request.Request(url, headers={"Cookie": f"sessionid={cookie}"})
+            with urllib.request.urlopen(request, timeout=60) as response:
+                done = False
+                for line in response:
+                    if first is None and line.startswith(b"event: text"):
+                        first = time.perf_counter() - began
+                    done = done or line.startswith(b"event: done")
+            results[index] = (first or float("inf"), time.perf_counter() - began, done)
+
+        threads = [threading.Thread(target=follow, args=(i, *target)) for i, target in enumerate(targets)]
+        began = time.perf_counter()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        wall = time.perf_counter() - began
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    firsts = sorted(first * 1000 for first, _, _ in results)
+    return {
+        "completed": sum(done for _, _, done in results),
+        "first_p50": statistics.median(firsts),
+        "first_p95": firsts[int(len(firsts) * 0.95) - 1],
+        "wall": wall,
+    }
+
+
+def _wait_until_up(url: str) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=1)
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit("uvicorn did not start")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--streams", type=int, default=100)
+    args = parser.parse_args()
+
+    server = ModelServer(scripted=True).start()
+    settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY = server.base_url, "bench"
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]
+    queries, clock = QueryCounter(), ModelClock()
+    turns = {memories: measure_turns(server, memories, args.runs, queries, clock) for memories in (0, 74)}
+    streams = measure_concurrent_streams(server, args.streams)
+    server.stop()
+
+    print()
+    print("| measurement | p50 | p95 | queries |")
+    print("|---|---:|---:|---:|")
+    for memories, figures in turns.items():
+        print(
+            f"| app's own time per turn, {memories} memories (ms) | {figures['p50']:.1f} | {figures['p95']:.1f} "
+            f"| {figures['queries']} |"
+        )
+    print(
+        f"| {args.streams} concurrent 2 s streams, one uvicorn: time to first words (ms) | "
+        f"{streams['first_p50']:.1f} | {streams['first_p95']:.1f} | |"
+    )
+    print(f"\n{streams['completed']} of {args.streams} streams completed in {streams['wall']:.1f} s in all")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""The welcome form: each answer becomes a protected profile memory; skipping is fine."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from accounts.models import User
+from coach.offline import ModelServer
+from emails.models import EmailPreference
+from memory.models import Memory
+from tests.conftest import make_user
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def newcomer(client: Client) -> User:
+    person = make_user("new@example.com", onboarded=False)
+    client.force_login(person)
+    return person
+
+
+ANSWERS = {
+    "working-on": "Getting back into lifting after a year off",
+    "goals": "Deadlift 100 kg by summer",
+    "health": "Bad left shoulder, no overhead pressing",
+    "schedule": "Mornings on Monday, Wednesday and Friday",
+    "coaching-style": "Blunt, short answers",
+}
+
+
+def test_each_answer_becomes_a_protected_profile_memory(
+    client: Client, newcomer: User, model_server: ModelServer
+) -> None:
+    response = client.post("/welcome/", ANSWERS | {"time_zone": "Europe/Helsinki"})
+
+    assert response.status_code == 302 and response.url == "/"
+    memories = {m.key: m for m in Memory.objects.filter(user=newcomer)}
+    assert set(memories) == set(ANSWERS)
+    assert all(m.source == "onboarding" and m.tier == "profile" and m.is_protected for m in memories.values())
+    assert memories["health"].category == "injury"
+    assert memories["health"].content == "Bad left shoulder, no overhead pressing"
+    assert memories["health"].summary == "Health: Bad left shoulder, no overhead pressing"
+    assert len(model_server.embedding_requests()) == 1
+    newcomer.refresh_from_db()
+    assert newcomer.onboarded_at is not None
+    assert EmailPreference.objects.get(user=newcomer).time_zone == "Europe/Helsinki"
+
+
+def test_blank_answers_are_not_remembered(client: Client, newcomer: User) -> None:
+    client.post("/welcome/", {"goals": "Run a 10k", "health": "  "})
+
+    assert list(Memory.objects.filter(user=newcomer).values_list("key", flat=True)) == ["goals"]
+
+
+def test_an_allergy_is_filed_as_an_allergy(client: Client, newcomer: User) -> None:
+    client.post("/welcome/", {"health": "Allergic to peanuts"})
+
+    assert Memory.objects.get(user=newcomer, key="health").category == "allergy"
+
+
+def test_skipping_lets_the_person_straight_into_the_chat(client: Client, newcomer: User) -> None:
+    response = client.post("/welcome/", {"skip": "1", "goals": "ignored"})
+
+    assert response.status_code == 302
+    assert not Memory.objects.filter(user=newcomer).exists()
+    assert client.get("/").status_code == 200
+
+
+def test_an_unknown_time_zone_is_ignored(client: Client, newcomer: User) -> None:
+    client.post("/welcome/", {"goals": "Run", "time_zone": "Mars/Olympus"})
+
+    assert not EmailPreference.objects.filter(user=newcomer).exists()
+
+
+def test_when_memory_is_unavailable_the_answers_stay_in_the_form(
+    client: Client, newcomer: User, model_server: ModelServer
+) -> None:
+    model_server.queue_embedding_error(503)
+
+    response = client.post("/welcome/", ANSWERS)
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "could not be saved just now" in html
+    assert "Bad left shoulder, no overhead pressing" in html
+    newcomer.refresh_from_db()
+    assert newcomer.onboarded_at is None
+
+
+def test_an_answer_over_the_limit_is_refused_inline(client: Client, newcomer: User, settings) -> None:
+    response = client.post("/welcome/", {"goals": "x" * (settings.MEMORY_CONTENT_MAX_CHARS + 1)})
+
+    assert response.status_code == 200
+    assert "Ensure this value has at most" in response.content.decode()
+    assert not Memory.objects.filter(user=newcomer).exists()
+
+
+def test_the_welcome_form_refuses_other_methods(client: Client, newcomer: User) -> None:
+    assert client.put("/welcome/").status_code == 405

@@ -1,0 +1,155 @@
+"""The chat as a person meets it, in Chromium over real ASGI."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.core import mail
+from playwright.sync_api import Page, expect
+
+from accounts.models import User
+from coach.models import Message
+from coach.offline import ModelServer
+from tests.conftest import PASSWORD
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def log_in(page: Page, live_app: str, user: User) -> None:
+    page.goto(live_app + "/accounts/login/")
+    page.get_by_label("Email:").fill(user.email)
+    page.get_by_label("Password:").fill(PASSWORD)
+    page.get_by_role("button", name="Sign In").click()
+    expect(page.get_by_role("heading", name="Your coach")).to_be_visible()
+
+
+def send(page: Page, text: str) -> None:
+    page.get_by_label("Message").fill(text)
+    page.get_by_label("Message").press("Enter")
+
+
+def test_a_new_person_is_remembered_from_onboarding_to_a_new_session(
+    page: Page, live_app: str, model_server: ModelServer
+) -> None:
+    page.goto(live_app + "/accounts/signup/")
+    page.get_by_label("Email:").fill("new@example.com")
+    page.get_by_label("Password:", exact=True).fill(PASSWORD)
+    page.get_by_label("Password (again):").fill(PASSWORD)
+    page.get_by_role("button", name="Sign Up").click()
+    link = re.search(r"https?://[^/\s]+(/accounts/confirm-email/\S+/)", mail.outbox[-1].body).group(1)
+    page.goto(live_app + link)
+    page.get_by_role("button", name="Confirm").click()
+
+    page.get_by_label("Injuries, medical conditions or allergies").fill("bad left shoulder")
+    page.get_by_role("button", name="Start coaching").click()
+    expect(page.get_by_role("heading", name="Your coach")).to_be_visible()
+
+    model_server.queue_text("Good to meet you. Let's build a plan around your left shoulder.", chunk_delay_seconds=0.1)
+    send(page, "Can you plan my first week?")
+    reply = page.locator(".from-coach").last
+    expect(reply).to_contain_text("Good to meet you")
+    expect(page.locator("#send-button")).to_be_disabled()
+    expect(reply).to_have_text("Good to meet you. Let's build a plan around your left shoulder.")
+    expect(page.locator("#send-button")).to_be_enabled()
+
+    page.reload()
+    expect(page.locator(".from-person")).to_have_text(["Can you plan my first week?"])
+    expect(page.locator(".from-coach")).to_have_text(
+        ["Good to meet you. Let's build a plan around your left shoulder."]
+    )
+
+    page.get_by_role("button", name="New conversation").click()
+    send(page, "Hello again")
+    expect(page.locator(".from-coach").last).not_to_have_class(re.compile("streaming"))
+    prompt = ModelServer.system_prompt(model_server.chat_requests()[-1])
+    assert "bad left shoulder" in prompt
+    assert len(model_server.chat_requests()[-1]["messages"]) == 2, "a new session starts without the old history"
+
+
+def test_enter_sends_and_shift_enter_starts_a_new_line(page: Page, live_app: str, user: User) -> None:
+    log_in(page, live_app, user)
+    box = page.get_by_label("Message")
+
+    box.fill("First line")
+    box.press("Shift+Enter")
+    box.type("second line")
+    expect(box).to_have_value("First line\nsecond line")
+    box.press("Enter")
+
+    expect(page.locator(".from-person")).to_have_text(["First line\nsecond line"], use_inner_text=True)
+    expect(box).to_have_value("")
+    assert Message.objects.get(role="user").content == "First line\nsecond line"
+
+
+def test_a_reply_with_model_html_stays_inert_in_the_page(
+    page: Page, live_app: str, user: User, model_server: ModelServer
+) -> None:
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    log_in(page, live_app, user)
+    model_server.queue_text(
+        "Look <img src=x onerror=alert(1)> <script>alert(2)</script> [x](javascript:alert(3)) "
+        '<div hx-post="/x" hx-trigger="load">d</div> [site](https://example.com)'
+    )
+
+    send(page, "Show me something")
+    reply = page.locator(".from-coach").last
+    expect(reply).not_to_have_class(re.compile("streaming"))
+
+    assert reply.locator("img, script, div[hx-post]").count() == 0
+    assert reply.locator("a").evaluate_all("links => links.map(a => [a.getAttribute('href'), a.rel])") == [
+        ["https://example.com", "noopener noreferrer nofollow"]
+    ]
+    page.wait_for_timeout(300)
+    assert dialogs == []
+
+
+def test_a_failed_reply_offers_retry_which_answers_without_resending(
+    page: Page, live_app: str, user: User, model_server: ModelServer
+) -> None:
+    log_in(page, live_app, user)
+    model_server.queue_error(503)
+
+    send(page, "Plan my week")
+    expect(page.get_by_role("alert")).to_contain_text("Your coach couldn't answer just now")
+    model_server.queue_text("Here is your week.")
+    page.get_by_role("button", name="Retry").click()
+
+    expect(page.locator(".from-coach").last).to_have_text("Here is your week.")
+    expect(page.locator(".from-person")).to_have_count(1)
+    assert Message.objects.filter(role="user").count() == 1
+
+
+def test_an_empty_or_too_long_message_gets_a_clear_error_and_keeps_the_text(
+    page: Page, live_app: str, user: User, settings
+) -> None:
+    settings.COACH_MAX_MESSAGE_CHARS = 20
+    log_in(page, live_app, user)
+
+    send(page, "This message is far longer than twenty characters")
+
+    expect(page.locator("#composer-error")).to_contain_text("the most is 20")
+    expect(page.get_by_label("Message")).to_have_value("This message is far longer than twenty characters")
+    assert not Message.objects.exists()
+
+
+def test_the_chat_fits_a_phone_and_a_long_reply_scrolls(
+    page: Page, live_app: str, user: User, model_server: ModelServer
+) -> None:
+    page.set_viewport_size({"width": 375, "height": 700})
+    log_in(page, live_app, user)
+    model_server.queue_text("\n\n".join(f"Paragraph {n} of a long plan." for n in range(60)))
+
+    send(page, "Give me a long plan")
+    expect(page.locator(".from-coach").last).to_contain_text("Paragraph 59")
+
+    assert page.evaluate("document.documentElement.scrollWidth") <= 375
+    for element in (".from-person", ".from-coach", "#send-button", ".new-session"):
+        box = page.locator(element).last.bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= 375, element
+    assert page.evaluate(
+        "(() => { const m = document.getElementById('messages'); return m.scrollHeight > m.clientHeight; })()"
+    )
+    expect(page.get_by_label("Message")).to_be_in_viewport()
+    expect(page.locator(".from-coach").last).to_be_in_viewport()

@@ -1,0 +1,241 @@
+"""The chat pages: sessions, sending a message (saved first, stored once), and who may see what."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.test import Client
+
+from accounts.models import User
+from coach.models import ChatSession, Message
+from tests.coach.factories import make_session
+from tests.conftest import make_user
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def client_of(client: Client, user: User) -> Client:
+    client.force_login(user)
+    return client
+
+
+def send(client: Client, session: ChatSession, text: str, *, client_id: str | None = None, htmx: bool = True):
+    headers = {"HX-Request": "true"} if htmx else {}
+    return client.post(
+        f"/chat/{session.pk}/messages", {"text": text, "client_id": client_id or str(uuid.uuid4())}, headers=headers
+    )
+
+
+def test_a_first_visit_before_onboarding_goes_to_the_welcome_form(client: Client) -> None:
+    newcomer = make_user("new@example.com", onboarded=False)
+    client.force_login(newcomer)
+
+    response = client.get("/")
+
+    assert response.status_code == 302 and response.url == "/welcome/"
+
+
+def test_the_chat_opens_the_latest_open_session(client_of: Client, user: User) -> None:
+    make_session(user, "older")
+    newest = make_session(user, "newer")
+
+    response = client_of.get("/")
+
+    assert response.status_code == 302 and response.url == f"/chat/{newest.pk}/"
+
+
+def test_sessions_are_listed_newest_first_with_their_titles(client_of: Client, user: User) -> None:
+    make_session(user, "How do I start running again?", "Slowly.")
+    newest = make_session(user, "Plan my week of training", "Sure.")
+
+    html = client_of.get(f"/chat/{newest.pk}/").content.decode()
+
+    assert html.index("Plan my week of training") < html.index("How do I start running again?")
+
+
+def test_reopening_a_session_shows_its_history(client_of: Client, user: User) -> None:
+    session = make_session(user, "My knee hurts after runs", "Let's look at your **cadence**.")
+
+    html = client_of.get(f"/chat/{session.pk}/").content.decode()
+
+    assert "My knee hurts after runs" in html
+    assert "<strong>cadence</strong>" in html
+
+
+def test_starting_a_session_with_a_first_message(client_of: Client, user: User) -> None:
+    response = client_of.post("/chat/new", {"text": "Hello coach", "client_id": str(uuid.uuid4())})
+
+    session = ChatSession.objects.get(user=user)
+    assert response.status_code == 302 and response.url == f"/chat/{session.pk}/"
+    assert [(m.role, m.content, m.status) for m in session.messages.all()] == [("user", "Hello coach", "pending")]
+    assert session.title == "Hello coach"
+
+
+def test_a_message_is_saved_before_the_model_is_called(client_of: Client, user: User, model_server) -> None:
+    session = make_session(user)
+
+    response = send(client_of, session, "I have a bad left shoulder")
+
+    assert response.status_code == 200
+    message = Message.objects.get(session=session)
+    assert (message.content, message.status) == ("I have a bad left shoulder", "pending")
+    assert model_server.chat_requests() == []
+    assert f'data-stream-url="/chat/{session.pk}/messages/{message.pk}/reply"' in response.content.decode()
+
+
+def test_the_htmx_send_gets_the_exchange_partial_only(client_of: Client, user: User) -> None:
+    session = make_session(user)
+
+    html = send(client_of, session, "Hello").content.decode()
+
+    assert html.strip().startswith('<article class="exchange"')
+    assert "<html" not in html
+
+
+def test_without_htmx_a_send_returns_to_the_session_page(client_of: Client, user: User) -> None:
+    session = make_session(user)
+
+    response = send(client_of, session, "Hello", htmx=False)
+
+    assert response.status_code == 302 and response.url == f"/chat/{session.pk}/"
+
+
+@pytest.mark.parametrize("text", ["", "   \n  "])
+def test_an_empty_message_is_refused(client_of: Client, user: User, text: str) -> None:
+    session = make_session(user)
+
+    response = send(client_of, session, text)
+
+    assert response.status_code == 422
+    assert "the message is empty" in response.content.decode()
+    assert response["HX-Retarget"] == "#composer-error"
+    assert not Message.objects.filter(session=session).exists()
+
+
+def test_a_message_over_the_limit_gets_a_clear_error(client_of: Client, user: User, settings) -> None:
+    settings.COACH_MAX_MESSAGE_CHARS = 100
+    session = make_session(user)
+
+    response = send(client_of, session, "x" * 101)
+
+    assert response.status_code == 422
+    assert "That message is 101 characters; the most is 100" in response.content.decode()
+    assert not Message.objects.filter(session=session).exists()
+
+
+def test_a_too_long_first_message_creates_no_session(client_of: Client, user: User, settings) -> None:
+    settings.COACH_MAX_MESSAGE_CHARS = 10
+
+    response = client_of.post("/chat/new", {"text": "x" * 11}, headers={"HX-Request": "true"})
+
+    assert response.status_code == 422
+    assert not ChatSession.objects.filter(user=user).exists()
+
+
+def test_a_double_click_stores_the_message_once(client_of: Client, user: User) -> None:
+    session = make_session(user)
+    client_id = str(uuid.uuid4())
+
+    first = send(client_of, session, "Hello", client_id=client_id)
+    second = send(client_of, session, "Hello", client_id=client_id)
+
+    assert first.status_code == second.status_code == 200
+    assert Message.objects.filter(session=session).count() == 1
+
+
+def test_the_same_message_from_two_tabs_is_stored_once(client_of: Client, user: User) -> None:
+    session = make_session(user)
+
+    send(client_of, session, "Plan my week")
+    send(client_of, session, "Plan my week")
+
+    assert Message.objects.filter(session=session).count() == 1
+
+
+def test_the_same_words_later_on_are_a_new_message(client_of: Client, user: User) -> None:
+    session = make_session(user, "Thanks", "You're welcome.")
+
+    send(client_of, session, "Thanks")
+
+    assert Message.objects.filter(session=session, role="user").count() == 2
+
+
+def test_ending_a_session_summarises_it(client_of: Client, user: User, model_server) -> None:
+    session = make_session(user, "I ran 5 km today", "Great work.")
+
+    client_of.post(f"/chat/{session.pk}/end")
+
+    session.refresh_from_db()
+    assert session.ended_at is not None
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("get", "/chat/{pk}/"),
+        ("post", "/chat/{pk}/messages"),
+        ("get", "/chat/{pk}/messages/{message}/reply"),
+        ("post", "/chat/{pk}/messages/{message}/retry"),
+        ("post", "/chat/{pk}/end"),
+    ],
+)
+def test_another_persons_session_is_a_404_everywhere(client: Client, user: User, method: str, path: str) -> None:
+    session = make_session(user, "private words", "reply")
+    message = session.messages.filter(role="user").first()
+    stranger = make_user("stranger@example.com")
+    client.force_login(stranger)
+
+    response = getattr(client, method)(path.format(pk=session.pk, message=message.pk), {"text": "hi"})
+
+    assert response.status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("get", "/"),
+        ("get", "/chat/1/"),
+        ("post", "/chat/new"),
+        ("post", "/chat/1/messages"),
+        ("get", "/chat/1/messages/1/reply"),
+        ("post", "/chat/1/end"),
+        ("get", "/welcome/"),
+    ],
+)
+def test_anonymous_visitors_are_sent_to_log_in(client: Client, method: str, path: str) -> None:
+    response = getattr(client, method)(path)
+
+    assert response.status_code == 302 and response.url.startswith("/accounts/login/")
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("post", "/chat/{pk}/"),
+        ("get", "/chat/{pk}/messages"),
+        ("post", "/chat/{pk}/messages/{message}/reply"),
+        ("get", "/chat/{pk}/messages/{message}/retry"),
+        ("get", "/chat/{pk}/end"),
+        ("get", "/chat/new"),
+    ],
+)
+def test_wrong_methods_are_refused(client_of: Client, user: User, method: str, path: str) -> None:
+    session = make_session(user, "hi", "hello")
+    message = session.messages.filter(role="user").first()
+
+    response = getattr(client_of, method)(path.format(pk=session.pk, message=message.pk))
+
+    assert response.status_code == 405
+
+
+def test_sending_needs_the_csrf_token(user: User) -> None:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    session = make_session(user)
+
+    response = send(client, session, "Hello")
+
+    assert response.status_code == 403
+    assert not Message.objects.filter(session=session).exists()
