@@ -62,6 +62,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files, served by the app itself; async, so a request does not change threads.
+    "servestatic.middleware.ServeStaticMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "coach.middleware.csp_nonce_on_every_response",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -276,18 +278,18 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = Path(env_str("STATIC_ROOT") or BASE_DIR / "staticfiles")
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
         "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
         if DEBUG
-        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        else "servestatic.storage.CompressedManifestStaticFilesStorage"
     },
 }
 # In development static files are served straight from the source folders.
-WHITENOISE_USE_FINDERS = DEBUG
-WHITENOISE_AUTOREFRESH = DEBUG
+SERVESTATIC_USE_FINDERS = DEBUG
+SERVESTATIC_AUTOREFRESH = DEBUG
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

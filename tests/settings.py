@@ -22,3 +22,8 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # The cache (rate-limit counters) on its own Redis database, so clearing it between tests
 # leaves Celery's queues alone.
 CACHES = {"default": {**CACHES["default"], "LOCATION": REDIS_URL.rsplit("/", 1)[0] + "/1"}}
+
+# Playwright's sync API keeps an event loop running in the test thread, where Django's
+# test client cannot call an async-only middleware. Static files are served to the
+# browser tests by ASGIStaticFilesHandler, and to uvicorn in tests/coach/test_static.py.
+MIDDLEWARE = [name for name in MIDDLEWARE if name != "servestatic.middleware.ServeStaticMiddleware"]  # noqa: F405
