@@ -73,21 +73,26 @@ async def stream_chat(
     calls: dict[int, dict[str, str]] = {}
     finish_reason = None
     try:
-        stream = await _async_client().chat.completions.create(**arguments)
+        # The SDK's documented low-level request (`client.post`), with our body and chunks
+        # as plain JSON. create() would first walk the body against its TypedDicts and
+        # build a model object for every token: for a long prompt and five tool schemas
+        # that cost more CPU than all the rest of a turn. Same HTTP, same SSE decoding.
+        stream = await _async_client().post(
+            "/chat/completions", body=arguments, cast_to=object, stream=True, stream_cls=openai.AsyncStream[object]
+        )
         async for chunk in stream:
-            if not chunk.choices:
-                continue
-            choice = chunk.choices[0]
-            if choice.delta.content:
-                text.append(choice.delta.content)
-                yield TextDelta(choice.delta.content)
-            for delta in choice.delta.tool_calls or []:
-                call = calls.setdefault(delta.index, {"id": "", "name": "", "arguments": ""})
-                call["id"] = delta.id or call["id"]
-                if delta.function is not None:
-                    call["name"] = delta.function.name or call["name"]
-                    call["arguments"] += delta.function.arguments or ""
-            finish_reason = choice.finish_reason or finish_reason
+            choice = (chunk.get("choices") or [{}])[0] if isinstance(chunk, dict) else {}
+            delta = choice.get("delta") or {}
+            if content := delta.get("content"):
+                text.append(content)
+                yield TextDelta(content)
+            for part in delta.get("tool_calls") or []:
+                call = calls.setdefault(part.get("index", 0), {"id": "", "name": "", "arguments": ""})
+                function = part.get("function") or {}
+                call["id"] = part.get("id") or call["id"]
+                call["name"] = function.get("name") or call["name"]
+                call["arguments"] += function.get("arguments") or ""
+            finish_reason = choice.get("finish_reason") or finish_reason
     except openai.OpenAIError as error:
         raise as_llm_error(error) from error
     if finish_reason is None:
