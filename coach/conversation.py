@@ -16,11 +16,13 @@ from typing import Any
 from django.conf import settings
 
 from accounts.models import User
-from coach.models import ChatSession, Message
-from coach.selectors import session_messages
+from coach.models import Message
+from coach.selectors import messages_before
 from memory.context import MemoryContext, assemble_memory_context, estimate_tokens
 
 PROMPTS = Path(__file__).resolve().parent / "prompts"
+# More than the history budget ever holds: what is older is dropped without being read.
+HISTORY_MAX_MESSAGES = 80
 
 
 @cache
@@ -42,10 +44,10 @@ def system_prompt(*, user: User, now: datetime) -> tuple[str, MemoryContext]:
     return "\n\n".join([prompt("coach"), today, memory.text]), memory
 
 
-def conversation_for_turn(*, user: User, session: ChatSession, message: Message, now: datetime) -> Conversation:
+def conversation_for_turn(*, user: User, message: Message, now: datetime) -> Conversation:
     """The messages for the model, for a turn that answers `message`."""
     system, memory = system_prompt(user=user, now=now)
-    earlier = [m for m in session_messages(session=session) if m.pk < message.pk and _belongs_in_history(m)]
+    earlier = [m for m in messages_before(message=message, limit=HISTORY_MAX_MESSAGES) if _belongs_in_history(m)]
     kept: list[dict[str, Any]] = []
     budget = settings.COACH_HISTORY_BUDGET_TOKENS - estimate_tokens(message.content)
     for past in reversed(earlier):

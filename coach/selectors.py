@@ -18,3 +18,13 @@ def messages_for_user(*, user: User) -> QuerySet[Message]:
 
 def session_messages(*, session: ChatSession) -> list[Message]:
     return list(Message.objects.filter(session=session).order_by("created_at", "pk"))
+
+
+def messages_before(*, message: Message, limit: int) -> list[Message]:
+    """The newest `limit` messages of the session before `message`, oldest first.
+
+    Bounded so a turn's cost does not grow with the session: a budget of a few thousand
+    tokens never needs more than the newest few dozen messages anyway.
+    """
+    newest = Message.objects.filter(session_id=message.session_id, pk__lt=message.pk).order_by("-pk")[:limit]
+    return list(reversed(newest))

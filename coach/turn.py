@@ -98,9 +98,7 @@ class _Words:
 async def _run_turn(*, user: User, message: Message, emit: Callable[[TurnEvent], None]) -> None:
     words = _Words(emit)
     try:
-        conversation = await db_step(
-            conversation_for_turn, user=user, session=message.session, message=message, now=timezone.now()
-        )
+        conversation = await db_step(conversation_for_turn, user=user, message=message, now=timezone.now())
         await _converse(user=user, message=message, messages=conversation.messages, words=words)
         if not words.text.strip():
             raise LLMError("the model answered with no words", retryable=True)
