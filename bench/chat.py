@@ -141,8 +141,9 @@ def measure_turns(server: ModelServer, memories: int, runs: int, queries: QueryC
     return {"p50": statistics.median(overheads), "p95": overheads[int(len(overheads) * 0.95) - 1], "queries": count}
 
 
-def measure_concurrent_streams(server: ModelServer, streams: int) -> dict:
-    """One uvicorn process; `streams` replies at once, each streamed by the model over 2 s."""
+def measure_concurrent_streams(server: ModelServer, streams: int, ramp_seconds: float) -> dict:
+    """One uvicorn process; `streams` replies in flight together, each streamed by the model
+    over 2 s, the conversations opening evenly over `ramp_seconds` (0: all at once)."""
     port = 8765
     env = {
         **os.environ,
@@ -170,32 +171,14 @@ def measure_concurrent_streams(server: ModelServer, streams: int) -> dict:
         for _ in range(streams):
             # The first words go out at once; the rest take the model 2 seconds.
             server.queue_text(REPLY, chunk_delay_seconds=STREAM_SECONDS / len(words))
-        results: list[tuple[float, float, bool]] = [(0.0, 0.0, False)] * streams
-        # Conversations open one after another across the first stream's 2 seconds, so that
-        # at the peak all of them are streaming at once.
-        gap = STREAM_SECONDS / streams
-        origin = time.perf_counter() + 0.5
-
-        def follow(index: int, url: str, cookie: str) -> None:
-            time.sleep(max(0.0, origin + index * gap - time.perf_counter()))
-            began = time.perf_counter()
-            first = None
-            request = urllib.request.Request(url, headers={"Cookie": f"sessionid={cookie}"})
-            with urllib.request.urlopen(request, timeout=60) as response:
-                done = False
-                for line in response:
-                    if first is None and line.startswith(b"event: text"):
-                        first = time.perf_counter() - began
-                    done = done or line.startswith(b"event: done")
-            results[index] = (first or float("inf"), time.perf_counter() - began, done)
-
-        threads = [threading.Thread(target=follow, args=(i, *target)) for i, target in enumerate(targets)]
+        # One event loop follows them all: a thread each would spend the benchmark's own CPU
+        # fighting over the GIL.
+        gap = ramp_seconds / streams
+        cpu_before = _cpu_seconds(process.pid)
         began = time.perf_counter()
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        results = asyncio.run(_follow_all(port, targets, gap))
         wall = time.perf_counter() - began
+        app_cpu = _cpu_seconds(process.pid) - cpu_before
     finally:
         process.terminate()
         process.wait(timeout=10)
@@ -205,7 +188,34 @@ def measure_concurrent_streams(server: ModelServer, streams: int) -> dict:
         "first_p50": statistics.median(firsts),
         "first_p95": firsts[int(len(firsts) * 0.95) - 1],
         "wall": wall,
+        "app_cpu": app_cpu,
     }
+
+
+async def _follow_all(port: int, targets: list[tuple[str, str]], gap: float) -> list[tuple[float, float, bool]]:
+    async def follow(index: int, url: str, cookie: str) -> tuple[float, float, bool]:
+        await asyncio.sleep(index * gap)
+        began = time.perf_counter()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        path = url.split(str(port), 1)[1]
+        writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: sessionid={cookie}\r\n\r\n".encode())
+        first, done = None, False
+        while line := await reader.readline():
+            if first is None and line.startswith(b"event: text"):
+                first = time.perf_counter() - began
+            if line.startswith(b"event: done"):
+                done = True
+                break
+        writer.close()
+        return first or float("inf"), time.perf_counter() - began, done
+
+    return await asyncio.gather(*(follow(i, url, cookie) for i, (url, cookie) in enumerate(targets)))
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User and system CPU time a process has used, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _wait_until_up(url: str) -> None:
@@ -223,6 +233,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--streams", type=int, default=100)
+    parser.add_argument(
+        "--ramp-seconds",
+        type=float,
+        default=STREAM_SECONDS,
+        help="open the conversations evenly over this time (default: one reply's 2 s, so all overlap); 0 at once",
+    )
     args = parser.parse_args()
 
     server = ModelServer(scripted=True).start()
@@ -230,7 +246,7 @@ def main() -> None:
     settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]
     queries, clock = QueryCounter(), ModelClock()
     turns = {memories: measure_turns(server, memories, args.runs, queries, clock) for memories in (0, 74)}
-    streams = measure_concurrent_streams(server, args.streams)
+    streams = measure_concurrent_streams(server, args.streams, args.ramp_seconds)
     server.stop()
 
     print()
@@ -245,7 +261,11 @@ def main() -> None:
         f"| {args.streams} concurrent 2 s streams, one uvicorn: time to first words (ms) | "
         f"{streams['first_p50']:.1f} | {streams['first_p95']:.1f} | |"
     )
-    print(f"\n{streams['completed']} of {args.streams} streams completed in {streams['wall']:.1f} s in all")
+    print(
+        f"\n{streams['completed']} of {args.streams} streams completed in {streams['wall']:.1f} s in all; "
+        f"the uvicorn process used {streams['app_cpu']:.1f} s of CPU "
+        f"({streams['app_cpu'] * 1000 / args.streams:.0f} ms a turn)"
+    )
 
 
 if __name__ == "__main__":
