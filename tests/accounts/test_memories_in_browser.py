@@ -10,6 +10,7 @@ from django.utils import timezone
 from playwright.sync_api import Page, expect
 
 from accounts.models import User
+from coach.offline import ModelServer
 from memory.context import assemble_memory_context
 from memory.models import Memory, MemoryEvent
 from tests.conftest import make_user
@@ -61,6 +62,35 @@ def test_a_person_edits_a_memory_and_sees_the_new_text_without_a_reload(page: Pa
     assert memory.source == "manual"
     text = assemble_memory_context(user=person, now=timezone.now()).text
     assert "Eggs every morning" in text and "Oats every morning" not in text
+
+
+def test_an_edited_memory_is_what_the_next_chat_turn_sends_to_the_model(
+    page: Page, live_app: str, model_server: ModelServer
+) -> None:
+    person = make_user("ada@example.com")
+    make_memory(person, "breakfast", summary="Oats every morning")
+    client = Client()
+    client.force_login(person)
+    page.context.add_cookies([{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_app}])
+    page.goto(live_app + "/memories/")
+    page.evaluate("window.sameDocument = true")
+    row = page.locator("#memory-breakfast")
+
+    row.get_by_role("link", name="Edit").click()
+    row.get_by_label(SUMMARY).fill("Eggs every morning")
+    row.get_by_role("button", name="Save").click()
+    expect(row).to_contain_text("Eggs every morning")
+    assert still_the_same_document(page)
+
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Chat").click()
+    model_server.queue_text("Eggs it is.")
+    page.get_by_label("Message").fill("What should I eat before training?")
+    page.get_by_label("Message").press("Enter")
+    expect(page.locator(".from-coach").last).to_have_text("Eggs it is.")
+
+    prompt = ModelServer.system_prompt(model_server.chat_requests()[-1])
+    assert "Eggs every morning" in prompt
+    assert "Oats every morning" not in prompt
 
 
 def test_an_edit_that_is_too_long_says_so_in_place_and_keeps_the_text(page: Page, live_server, person: User) -> None:
