@@ -258,7 +258,7 @@ def main() -> None:
             f"| {figures['queries']} |"
         )
     print(
-        f"| {args.streams} concurrent 2 s streams, one uvicorn: time to first words (ms) | "
+        f"| {args.streams} replies of 2 s opened over {args.ramp_seconds:g} s, one uvicorn: time to first words (ms) | "
         f"{streams['first_p50']:.1f} | {streams['first_p95']:.1f} | |"
     )
     print(

@@ -18,11 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.utils import timezone
 
 from accounts.models import User
 from coach import llm
-from coach.conversation import conversation_for_turn
+from coach.conversation import Conversation
 from coach.dbsteps import db_step
 from coach.llm import LLMError, ModelResponse, TextDelta
 from coach.models import Message
@@ -60,10 +59,11 @@ TurnEvent = ReplyText | ReplyDone | ReplyFailed
 _running: set[asyncio.Task[None]] = set()
 
 
-async def stream_turn(*, user: User, message: Message) -> AsyncIterator[TurnEvent]:
-    """Run the turn that answers `message` (claimed by the caller) and follow it."""
+async def stream_turn(*, user: User, message: Message, conversation: Conversation) -> AsyncIterator[TurnEvent]:
+    """Run the turn that answers `message` (claimed by the caller, who also assembled the
+    conversation in the same database step) and follow it."""
     events: asyncio.Queue[TurnEvent] = asyncio.Queue()
-    task = asyncio.create_task(_run_turn(user=user, message=message, emit=events.put_nowait))
+    task = asyncio.create_task(_run_turn(user=user, message=message, conversation=conversation, emit=events.put_nowait))
     _running.add(task)
     task.add_done_callback(_running.discard)
     while True:
@@ -95,10 +95,11 @@ class _Words:
         return "".join(self._parts)
 
 
-async def _run_turn(*, user: User, message: Message, emit: Callable[[TurnEvent], None]) -> None:
+async def _run_turn(
+    *, user: User, message: Message, conversation: Conversation, emit: Callable[[TurnEvent], None]
+) -> None:
     words = _Words(emit)
     try:
-        conversation = await db_step(conversation_for_turn, user=user, message=message, now=timezone.now())
         await _converse(user=user, message=message, messages=conversation.messages, words=words)
         if not words.text.strip():
             raise LLMError("the model answered with no words", retryable=True)

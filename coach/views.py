@@ -15,11 +15,13 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from accounts.models import User
+from coach.conversation import Conversation, conversation_for_turn
 from coach.dbsteps import db_step
 from coach.health import database_problem, redis_problem
 from coach.models import ChatSession, Message
@@ -122,8 +124,11 @@ async def reply_stream(request: HttpRequest, pk: int, message_pk: int) -> HttpRe
     # One database step for the lookups and the claim; its connection goes back to the
     # pool before the stream starts.
     user = await request.auser()  # already loaded by login_required
-    message, claimed = await db_step(_claim_for_stream, user, pk, message_pk)
-    events = stream_turn(user=user, message=message) if claimed else _state_of(message)
+    message, conversation = await db_step(_claim_for_stream, user, pk, message_pk)
+    if conversation is not None:
+        events = stream_turn(user=user, message=message, conversation=conversation)
+    else:
+        events = _state_of(message)
     response = StreamingHttpResponse(
         _server_sent(events, retry_url=_retry_url(message)), content_type="text/event-stream"
     )
@@ -177,10 +182,13 @@ async def _state_of(message: Message) -> AsyncIterator[TurnEvent]:
     yield ReplyFailed(FAILED_RETRYABLE)
 
 
-def _claim_for_stream(user: User, session_pk: int, message_pk: int) -> tuple[Message, bool]:
+def _claim_for_stream(user: User, session_pk: int, message_pk: int) -> tuple[Message, Conversation | None]:
+    """The message, and if this stream won the right to answer it, what to send the model."""
     people_messages = messages_for_user(user=user).filter(session_id=session_pk, role=Message.Role.USER)
     message = get_object_or_404(people_messages, pk=message_pk)
-    return message, turn_claim(message=message)
+    if not turn_claim(message=message):
+        return message, None
+    return message, conversation_for_turn(user=user, message=message, now=timezone.now())
 
 
 def _event(name: str, data: dict[str, str]) -> str:
