@@ -188,7 +188,7 @@ if email_host:
         }
     }
 elif DEBUG:
-    MAILERS = {"default": {"BACKEND": "django.core.mail.backends.console.EmailBackend"}}
+    MAILERS = {"default": {"BACKEND": "coach.console_mail.ReadableConsoleBackend"}}
 else:
     raise ImproperlyConfigured("EMAIL_HOST is not set: production sends verification and follow-up mail over SMTP.")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Coach <coach@localhost>")

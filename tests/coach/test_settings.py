@@ -71,4 +71,19 @@ def test_development_sends_mail_to_the_console_without_an_smtp_host() -> None:
     )
 
     assert result.returncode == 0, result.stderr
-    assert "console.EmailBackend" in result.stdout
+    assert "coach.console_mail.ReadableConsoleBackend" in result.stdout
+
+
+def test_development_mail_prints_links_whole(capsys) -> None:
+    from django.core.mail import EmailMessage
+
+    from coach.console_mail import ReadableConsoleBackend
+
+    link = "http://127.0.0.1:8000/accounts/confirm-email/" + "k" * 120 + "/"
+    ReadableConsoleBackend(alias="default").send_messages(
+        [EmailMessage("Confirm", f"To confirm, go to {link}", "coach@localhost", ["ada@example.com"])]
+    )
+
+    printed = capsys.readouterr().out
+    assert link in printed
+    assert "Subject: Confirm" in printed and "To: ada@example.com" in printed
