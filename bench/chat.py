@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import subprocess
@@ -171,12 +172,18 @@ def measure_concurrent_streams(server: ModelServer, streams: int, ramp_seconds: 
         for _ in range(streams):
             # The first words go out at once; the rest take the model 2 seconds.
             server.queue_text(REPLY, chunk_delay_seconds=STREAM_SECONDS / len(words))
-        # One event loop follows them all: a thread each would spend the benchmark's own CPU
-        # fighting over the GIL.
         gap = ramp_seconds / streams
         cpu_before = _cpu_seconds(process.pid)
         began = time.perf_counter()
-        results = asyncio.run(_follow_all(port, targets, gap))
+        plan = {
+            "port": port,
+            "gap": gap,
+            "requests": [
+                {"method": "GET", "path": url.split(str(port), 1)[1], "headers": {"Cookie": f"sessionid={cookie}"}}
+                for url, cookie in targets
+            ],
+        }
+        results = _follow_in_own_process(plan)
         wall = time.perf_counter() - began
         app_cpu = _cpu_seconds(process.pid) - cpu_before
     finally:
@@ -192,24 +199,37 @@ def measure_concurrent_streams(server: ModelServer, streams: int, ramp_seconds: 
     }
 
 
-async def _follow_all(port: int, targets: list[tuple[str, str]], gap: float) -> list[tuple[float, float, bool]]:
-    async def follow(index: int, url: str, cookie: str) -> tuple[float, float, bool]:
-        await asyncio.sleep(index * gap)
-        began = time.perf_counter()
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        path = url.split(str(port), 1)[1]
-        writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: sessionid={cookie}\r\n\r\n".encode())
-        first, done = None, False
-        while line := await reader.readline():
-            if first is None and line.startswith(b"event: text"):
-                first = time.perf_counter() - began
-            if line.startswith(b"event: done"):
-                done = True
-                break
-        writer.close()
-        return first or float("inf"), time.perf_counter() - began, done
+def model_alone(server: ModelServer, streams: int, ramp_seconds: float) -> dict:
+    """The same streams asked of the model directly: what it takes to say its first words
+    under this load, to set against the figure through the app."""
+    words = REPLY.split(" ")
+    for _ in range(streams):
+        server.queue_text(REPLY, chunk_delay_seconds=STREAM_SECONDS / len(words))
+    body = json.dumps({"model": "offline-coach", "stream": True, "messages": [{"role": "user", "content": "Hi"}]})
+    port = int(server.base_url.split(":")[2].split("/")[0])
+    plan = {
+        "port": port,
+        "gap": ramp_seconds / streams,
+        "requests": [
+            {
+                "method": "POST",
+                "path": "/v1/chat/completions",
+                "headers": {"Content-Type": "application/json"},
+                "body": body,
+            }
+            for _ in range(streams)
+        ],
+    }
+    firsts = sorted(first * 1000 for first, _, _ in _follow_in_own_process(plan))
+    return {"first_p50": statistics.median(firsts), "first_p95": firsts[int(len(firsts) * 0.95) - 1]}
 
-    return await asyncio.gather(*(follow(i, url, cookie) for i, (url, cookie) in enumerate(targets)))
+
+def _follow_in_own_process(plan: dict) -> list[tuple[float, float, bool]]:
+    client = Path(__file__).resolve().parent / "stream_client.py"
+    result = subprocess.run(
+        [sys.executable, str(client)], input=json.dumps(plan), capture_output=True, text=True, timeout=300, check=True
+    )
+    return json.loads(result.stdout)
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -247,6 +267,7 @@ def main() -> None:
     queries, clock = QueryCounter(), ModelClock()
     turns = {memories: measure_turns(server, memories, args.runs, queries, clock) for memories in (0, 74)}
     streams = measure_concurrent_streams(server, args.streams, args.ramp_seconds)
+    model = model_alone(server, args.streams, args.ramp_seconds)
     server.stop()
 
     print()
@@ -260,6 +281,14 @@ def main() -> None:
     print(
         f"| {args.streams} replies of 2 s opened over {args.ramp_seconds:g} s, one uvicorn: time to first words (ms) | "
         f"{streams['first_p50']:.1f} | {streams['first_p95']:.1f} | |"
+    )
+    print(
+        f"| the model alone, the same {args.streams} streams: time to its first words (ms) | "
+        f"{model['first_p50']:.1f} | {model['first_p95']:.1f} | |"
+    )
+    print(
+        f"| what the app adds to the first words (ms) | {streams['first_p50'] - model['first_p50']:.1f} | "
+        f"{streams['first_p95'] - model['first_p95']:.1f} | |"
     )
     print(
         f"\n{streams['completed']} of {args.streams} streams completed in {streams['wall']:.1f} s in all; "

@@ -1,0 +1,49 @@
+"""Follow many server-sent-event streams at once from one event loop, in its own process.
+
+    python bench/stream_client.py < plan.json > results.json
+
+The plan: {"port": 8765, "gap": 0.02, "requests": [{"method": "GET", "path": "...",
+"headers": {...}, "body": "..."}, ...]}. Request n starts n * gap seconds in. For each,
+the result is [seconds to the first data event, seconds to the end, whether it ended
+well]. Its own process, so the benchmark's other threads (the model server) do not share
+its interpreter lock and skew what it measures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+
+FIRST_MARKERS = (b"event: text", b'data: {"id"')
+END_MARKERS = (b"event: done", b"data: [DONE]")
+
+
+async def follow(port: int, request: dict, delay: float) -> tuple[float, float, bool]:
+    await asyncio.sleep(delay)
+    began = time.perf_counter()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    body = request.get("body", "").encode()
+    headers = {"Host": "127.0.0.1", "Content-Length": str(len(body)), **request.get("headers", {})}
+    head = f"{request['method']} {request['path']} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    writer.write(head.encode() + b"\r\n" + body)
+    first, ended = None, False
+    while line := await reader.readline():
+        if first is None and line.startswith(FIRST_MARKERS):
+            first = time.perf_counter() - began
+        if line.startswith(END_MARKERS):
+            ended = True
+            break
+    writer.close()
+    return (first if first is not None else float("inf")), time.perf_counter() - began, ended
+
+
+async def follow_all(plan: dict) -> list[tuple[float, float, bool]]:
+    return await asyncio.gather(
+        *(follow(plan["port"], request, n * plan["gap"]) for n, request in enumerate(plan["requests"]))
+    )
+
+
+if __name__ == "__main__":
+    json.dump(asyncio.run(follow_all(json.load(sys.stdin))), sys.stdout)
