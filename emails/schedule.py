@@ -1,0 +1,164 @@
+"""When the coach may email a person, and which period an email belongs to. Pure: no
+database, no clock (`now` is always a parameter), so it can be checked over any instant.
+
+1. Nobody is emailed outside the sending window (EMAIL_SENDING_WINDOW_START to _END,
+   whole local hours) or inside their own quiet hours, which may cross midnight.
+   Local time is the person's wall clock at that instant (zoneinfo), so daylight-saving
+   changes move the window with the clock, as the person lives it.
+2. A nudge goes to a person who asked for them (weekly or twice a week), has chatted at
+   least once, has not unsubscribed, and has had no nudge or check-in for a while
+   (MIN_GAP). It belongs to a period, the person's local ISO week or half-week: the
+   ledger's unique key allows one email per period, whoever plans it how often.
+3. A check-in about an intention goes when its date is within the lead window and the
+   person has had no nudge or check-in in the last CHECK_IN_MIN_GAP.
+
+emails/selectors.py states rules 1 and 2 again in SQL, for every person at once; a test
+holds the two to agreement over a generated population.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, time, timedelta
+from zoneinfo import ZoneInfo
+
+WEEKLY = "weekly"
+TWICE_WEEKLY = "twice_weekly"
+OFF = "off"
+# One nudge per period is what the ledger enforces; the gap keeps two from landing on
+# either side of a period's boundary (Sunday, then Monday). It is a day shorter than the
+# period so a nudge that went out a quarter of an hour late does not drift later each week.
+MIN_GAP = {WEEKLY: timedelta(days=6), TWICE_WEEKLY: timedelta(days=3)}
+# Several intentions coming due together are spread out, one a day at most.
+CHECK_IN_MIN_GAP = timedelta(days=1)
+# How far ahead next_sending_time looks: quiet hours that swallow the whole window for two
+# days running swallow it every day.
+LOOKAHEAD = timedelta(days=2)
+# A person's weekly episode is written on their Sunday evening, from this local hour on.
+EPISODE_LOCAL_WEEKDAY = 7
+EPISODE_LOCAL_HOUR = 20
+
+
+@dataclass(frozen=True)
+class SendingWindow:
+    """The local hours in which any email may go out: start <= hour < end."""
+
+    start_hour: int
+    end_hour: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.start_hour < self.end_hour <= 24:
+            raise ValueError(f"a sending window runs from 0-23 to a later hour up to 24, not {self}")
+
+
+@dataclass(frozen=True)
+class SendingHours:
+    """A person's own timing preferences."""
+
+    time_zone: str
+    quiet_start: time
+    quiet_end: time
+
+
+@dataclass(frozen=True)
+class NudgeFacts:
+    """What decides whether a person gets a nudge now."""
+
+    hours: SendingHours
+    frequency: str
+    unsubscribed: bool
+    has_chatted: bool
+    # The newest nudge or check-in planned for them, whatever became of it.
+    last_emailed_at: datetime | None
+
+
+def local_time(now: datetime, time_zone: str) -> datetime:
+    """The person's wall clock at the instant `now`."""
+    return now.astimezone(ZoneInfo(time_zone))
+
+
+def is_quiet(moment: time, *, start: time, end: time) -> bool:
+    """Whether a local time of day falls in quiet hours [start, end), which may cross midnight.
+    Equal start and end mean no quiet hours (the preference form refuses them)."""
+    if start < end:
+        return start <= moment < end
+    if start > end:
+        return moment >= start or moment < end
+    return False
+
+
+def may_email_at(now: datetime, hours: SendingHours, window: SendingWindow) -> bool:
+    """Whether an email may reach the person at the instant `now`."""
+    local = local_time(now, hours.time_zone)
+    in_window = window.start_hour <= local.hour < window.end_hour
+    return in_window and not is_quiet(local.time(), start=hours.quiet_start, end=hours.quiet_end)
+
+
+def next_sending_time(now: datetime, hours: SendingHours, window: SendingWindow) -> datetime | None:
+    """The first moment from `now` on when the person may be emailed: `now` itself, else the
+    first whole minute after it. None when their quiet hours cover the whole window.
+
+    A plain walk over minutes: the offsets of real time zones are whole minutes, so no
+    boundary falls between two, and two days of minutes cost a few milliseconds at most.
+    It only runs when an email has to wait, never per person in planning."""
+    if may_email_at(now, hours, window):
+        return now
+    moment = now.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    while moment - now <= LOOKAHEAD:
+        if may_email_at(moment, hours, window):
+            return moment
+        moment += timedelta(minutes=1)
+    return None
+
+
+def nudge_period_key(now: datetime, *, time_zone: str, frequency: str) -> str:
+    """The person's local ISO week ("2026-W48"), or half-week for twice a week
+    ("2026-W48-1" Monday to Wednesday, "2026-W48-2" Thursday to Sunday)."""
+    year, week, weekday = local_time(now, time_zone).isocalendar()
+    key = f"{year}-W{week:02d}"
+    if frequency == TWICE_WEEKLY:
+        key += "-1" if weekday <= 3 else "-2"
+    return key
+
+
+def nudge_due(now: datetime, person: NudgeFacts, window: SendingWindow) -> str | None:
+    """The period key of the nudge the person is due now, or None when none is."""
+    if person.frequency not in MIN_GAP or person.unsubscribed or not person.has_chatted:
+        return None
+    if person.last_emailed_at is not None and now - person.last_emailed_at < MIN_GAP[person.frequency]:
+        return None
+    if not may_email_at(now, person.hours, window):
+        return None
+    return nudge_period_key(now, time_zone=person.hours.time_zone, frequency=person.frequency)
+
+
+def check_in_due(
+    now: datetime,
+    *,
+    due_at: datetime,
+    lead: timedelta,
+    last_emailed_at: datetime | None,
+) -> bool:
+    """Whether an open intention dated `due_at` is to be asked about now (timing aside)."""
+    if not now < due_at <= now + lead:
+        return False
+    return last_emailed_at is None or now - last_emailed_at >= CHECK_IN_MIN_GAP
+
+
+def week_key(now: datetime, time_zone: str) -> str:
+    """The person's local ISO week as a memory key: "week-2026-48"."""
+    year, week, _ = local_time(now, time_zone).isocalendar()
+    return f"week-{year}-{week:02d}"
+
+
+def week_start(now: datetime, time_zone: str) -> datetime:
+    """The instant the person's local week began (Monday, midnight, their clock), in UTC."""
+    local = local_time(now, time_zone)
+    monday = (local - timedelta(days=local.isoweekday() - 1)).date()
+    return datetime.combine(monday, time(0), tzinfo=ZoneInfo(time_zone)).astimezone(UTC)
+
+
+def is_episode_evening(now: datetime, time_zone: str) -> bool:
+    """Whether it is the person's Sunday evening, when their week is written up."""
+    local = local_time(now, time_zone)
+    return local.isoweekday() == EPISODE_LOCAL_WEEKDAY and local.hour >= EPISODE_LOCAL_HOUR

@@ -1,0 +1,67 @@
+"""Email preferences and ledger rows for tests, and a person it is a good time to email."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from zoneinfo import ZoneInfo, available_timezones
+
+from django.utils import timezone
+
+from accounts.models import User
+from coach.offline import offline_embedding
+from emails.models import Email, EmailPreference
+from emails.schedule import local_time
+
+# A real zone of each whole-hour offset, so a test can put a person at any local hour.
+_ZONES = sorted(zone for zone in available_timezones() if "/" in zone and not zone.startswith(("posix/", "right/")))
+
+
+def zone_at_local_hour(now: datetime, hour: int) -> str:
+    """A real time zone whose wall clock shows `hour` at the instant `now`."""
+    return next(zone for zone in _ZONES if local_time(now, zone).hour == hour)
+
+
+def prefer(user: User, **fields: object) -> EmailPreference:
+    """The person's preferences, saved, with `fields` over the defaults."""
+    preference, _ = EmailPreference.objects.update_or_create(user=user, defaults=fields)
+    return preference
+
+
+def reachable_now(user: User, now: datetime | None = None, **fields: object) -> EmailPreference:
+    """Preferences under which `now` is mid-afternoon for the person: well inside the
+    default sending window and outside the default quiet hours, for a test's duration."""
+    zone = zone_at_local_hour(now or timezone.now(), 14)
+    return prefer(user, time_zone=zone, **fields)
+
+
+def make_email(
+    user: User,
+    *,
+    kind: str = Email.Kind.NUDGE,
+    period_key: str = "2026-W01",
+    status: str = Email.Status.QUEUED,
+    subject: str | None = None,
+    body: str | None = None,
+    sent_at: datetime | None = None,
+    **fields: object,
+) -> Email:
+    """A ledger row; one with a subject is drafted, and embedded like the offline model would."""
+    text = f"{subject}\n\n{body}" if subject is not None else None
+    return Email.objects.create(
+        user=user,
+        kind=kind,
+        period_key=period_key,
+        status=status,
+        subject=subject,
+        body_text=body,
+        body_html=f"<p>{body}</p>" if body is not None else None,
+        embedding=offline_embedding(text) if text else None,
+        embedding_model="offline-embedding" if text else "",
+        sent_at=sent_at,
+        **fields,
+    )
+
+
+def at(zone: str, year: int, month: int, day: int, hour: int, minute: int = 0) -> datetime:
+    """The instant a wall clock in `zone` shows this time."""
+    return datetime(year, month, day, hour, minute, tzinfo=ZoneInfo(zone))
