@@ -3,14 +3,17 @@ preferences for them. Email text is encrypted at rest like memories."""
 
 from __future__ import annotations
 
-from datetime import time
+from datetime import datetime, time
 
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+from django.utils.text import Truncator
 from pgvector.django import VectorField
 
 from memory.encryption import EncryptedTextField
+
+OPENING_MAX_CHARS = 120
 
 
 class EmailPreference(models.Model):
@@ -34,7 +37,12 @@ class EmailPreference(models.Model):
 
 class Email(models.Model):
     """One row per email, created before sending; (user, kind, period_key) is unique, so a
-    retried task, a second worker or a repeated beat tick can never send it twice."""
+    retried task, a second worker or a repeated beat tick can never send it twice.
+
+    Its life: planned `queued` (no text yet); drafted by the send task, still `queued`;
+    claimed `sending` by one task with a conditional UPDATE; then `sent`, `failed` (with
+    the error) or `skipped` (with the reason: unsubscribed, too like an earlier email).
+    """
 
     class Kind(models.TextChoices):
         NUDGE = "nudge", "Nudge"
@@ -52,17 +60,26 @@ class Email(models.Model):
     kind = models.CharField(max_length=16, choices=Kind.choices)
     period_key = models.CharField(max_length=64)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
-    subject = EncryptedTextField(blank=True, default="")
-    body_text = EncryptedTextField(blank=True, default="")
-    body_html = EncryptedTextField(blank=True, default="")
+    # Null until the send task has the model draft it: planning inserts rows in bulk in SQL.
+    subject = EncryptedTextField(null=True, blank=True)
+    body_text = EncryptedTextField(null=True, blank=True)
+    body_html = EncryptedTextField(null=True, blank=True)
     # Compared with the last emails' embeddings, so no two read alike.
     embedding = VectorField(null=True, blank=True)
     embedding_model = models.CharField(max_length=100, blank=True)
     memory = models.ForeignKey("memory.Memory", on_delete=models.DB_SET_NULL, null=True, blank=True)
     session = models.ForeignKey("coach.ChatSession", on_delete=models.DB_SET_NULL, null=True, blank=True)
+    # While queued: when the dispatcher is next to hand it to a worker. Planning sends it
+    # at once and sets this a visibility timeout ahead, so only a lost task is sent again;
+    # an email kept back by quiet hours waits here for the person's next sending time.
     send_after = models.DateTimeField(default=timezone.now)
+    # When a task claimed it for sending; a claim older than EMAIL_CLAIM_STALE_SECONDS
+    # belongs to a worker that died, and may be taken over.
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    # The Message-ID we generate before sending, so a copy sent twice is recognisable.
     provider_message_id = models.CharField(max_length=255, blank=True)
     attempts = models.PositiveIntegerField(default=0)
+    # Why it failed or was skipped; the last temporary error while it is retried.
     error = models.TextField(blank=True)
     sent_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
@@ -79,3 +96,23 @@ class Email(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.period_key} to {self.user_id} ({self.status})"
+
+    @property
+    def when(self) -> datetime:
+        """When it was sent, or planned if it never was."""
+        return self.sent_at or self.created_at
+
+    @property
+    def first_line(self) -> str:
+        """What the email says after its greeting: how the last emails are quoted to the model."""
+        return opening_line(self.body_text or "")
+
+
+def opening_line(body: str) -> str:
+    """The first line of substance of an email's text: the one after "Hi Ada,"."""
+    lines = [line.strip() for line in body.splitlines() if line.strip()]
+    for line in lines:
+        # A greeting is a short line of its own ending in a comma.
+        if not (line.endswith(",") and len(line.split()) <= 4):
+            return Truncator(line).chars(OPENING_MAX_CHARS)
+    return lines[0] if lines else ""

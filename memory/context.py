@@ -3,8 +3,11 @@
 Always in: the relationship stage (all three descriptions, so the model can interpolate),
 every protected and every profile memory in full, and prospective memories that are due.
 Then, while the budget lasts: the index (one line per remaining memory), the newest
-session notes in full, the newest weekly episodes. The result carries a report of what
-went in and what was left out, in order, for the person's "what your coach sees" view.
+session notes in full, the newest weekly episodes, and the communication tier: the last
+emails sent to the person (date, kind, subject, first line), so the chat coach knows
+what it wrote between sessions and an email drafted next reads like none of them. The
+result carries a report of what went in and what was left out, in order, for the
+person's "what your coach sees" view. Two queries, however much there is.
 
 Memories enter as JSON, one per line, inside a block whose markers carry a fresh random
 nonce: memory text cannot close the block, and the prompt says it is data, not orders.
@@ -22,6 +25,8 @@ from datetime import datetime, timedelta
 from django.conf import settings
 
 from accounts.models import User
+from emails.models import Email
+from emails.selectors import emails_recently_sent
 from memory.models import Category, Memory, ProspectiveStatus, Source, Tier
 from memory.selectors import memory_list_for_user
 
@@ -100,6 +105,9 @@ def assemble_memory_context(*, user: User, now: datetime, budget_tokens: int | N
         builder.section(name, header)
         for memory in members:
             add(name, memory.key, _index_line(memory) if name == "index" else _full(memory))
+    builder.section("emails", "# emails you sent them lately, newest first: never repeat one")
+    for email in emails_recently_sent(user=user):
+        builder.fit("emails", email.subject or "", _email_line(email))
     builder.always("block", "end", f"<<END MEMORIES {nonce}>>")
     return builder.result(stage)
 
@@ -169,6 +177,18 @@ def _full(memory: Memory) -> str:
         if memory.raised_at:
             fields["raised_by_email_on"] = memory.raised_at.date().isoformat()
     return _line(fields)
+
+
+def _email_line(email: Email) -> str:
+    # No "key": an email is what was said to the person, not a note to recall.
+    return _line(
+        {
+            "email_sent": email.when.date().isoformat(),
+            "kind": email.get_kind_display(),
+            "subject": email.subject,
+            "first_line": email.first_line,
+        }
+    )
 
 
 def _index_line(memory: Memory) -> str:

@@ -1,0 +1,264 @@
+"""Reading the ledger and finding who is due an email.
+
+The per-person reads take `user=` and read only that person's rows. The planning reads
+are set-based: one statement finds everyone due at once, whatever the number of people,
+and states emails/schedule.py's rule again in SQL: the person's wall clock is
+`now AT TIME ZONE their_zone`, exactly what zoneinfo computes in Python (a test holds
+the two to agreement over a generated population).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import connection
+from pgvector.django import CosineDistance
+
+from accounts.models import User
+from coach.models import ChatSession
+from emails.models import Email, EmailPreference
+from emails.schedule import CHECK_IN_MIN_GAP, EPISODE_LOCAL_HOUR, EPISODE_LOCAL_WEEKDAY, MIN_GAP, SendingWindow
+
+# How many of the last emails a draft is compared with and is shown, so none repeats them.
+LAST_EMAILS = 5
+# Coach-initiated emails: the ones a person's frequency and the gaps between emails govern.
+UNPROMPTED_KINDS = (Email.Kind.NUDGE, Email.Kind.CHECK_IN)
+
+
+@dataclass(frozen=True)
+class DueNudge:
+    user_id: int
+    period_key: str
+
+
+@dataclass(frozen=True)
+class DueCheckIn:
+    user_id: int
+    memory_id: int
+
+
+@dataclass(frozen=True)
+class DueEpisode:
+    user_id: int
+    week_key: str
+
+
+def emails_recently_sent(*, user: User, limit: int = LAST_EMAILS) -> list[Email]:
+    """The person's last sent emails, newest first: the communication tier of every prompt."""
+    return list(
+        Email.objects.filter(user=user, status=Email.Status.SENT)
+        .defer("embedding", "body_html")
+        .order_by("-sent_at", "-pk")[:limit]
+    )
+
+
+def email_closest_recent(*, user: User, vector: list[float], model: str) -> tuple[Email, float] | None:
+    """Of the person's last LAST_EMAILS sent emails embedded by `model`, the one most like
+    `vector`, with its cosine similarity; None when there is none to compare with."""
+    recent = (
+        Email.objects.filter(user=user, status=Email.Status.SENT, embedding_model=model, embedding__isnull=False)
+        .defer("embedding", "body_html")
+        .annotate(distance=CosineDistance("embedding", vector))
+        .order_by("-sent_at", "-pk")[:LAST_EMAILS]
+    )
+    closest = min(recent, key=lambda email: email.distance, default=None)
+    return None if closest is None else (closest, round(1.0 - float(closest.distance), 4))
+
+
+def email_for_sending(*, email_id: int) -> Email | None:
+    return Email.objects.select_related("user", "memory", "session").filter(pk=email_id).first()
+
+
+def email_preference_of(*, user: User) -> EmailPreference:
+    """The person's preferences as they stand now; the defaults, unsaved, until first saved."""
+    return EmailPreference.objects.filter(user=user).first() or EmailPreference(user=user)
+
+
+def sessions_of_week(*, user: User, start: datetime, end: datetime) -> list[ChatSession]:
+    """The person's summarised sessions whose last message fell in [start, end), oldest first."""
+    return list(
+        ChatSession.objects.filter(
+            user=user, summarised_at__isnull=False, last_message_at__gte=start, last_message_at__lt=end
+        ).order_by("last_message_at", "pk")
+    )
+
+
+# Planning, for everyone at once ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Common table expressions that end in one named set of people due something, with
+    their parameters: a selector reads the set, a service inserts it into the ledger."""
+
+    ctes: str
+    due: str
+    parameters: dict[str, Any]
+
+    def select(self, columns: str) -> list[tuple[Any, ...]]:
+        with connection.cursor() as cursor:
+            cursor.execute(f"WITH {self.ctes} SELECT {columns} FROM {self.due}", self.parameters)  # noqa: S608
+            return cursor.fetchall()
+
+
+# Each active person with their preferences (the model's defaults where they saved none)
+# and their wall clock now. A zone PostgreSQL does not know leaves the clock NULL, so
+# every comparison with it is false: nobody is emailed at a local time we cannot tell.
+_PEOPLE = """people AS (
+    SELECT u.id AS user_id,
+           COALESCE(p.frequency, %(default_frequency)s) AS frequency,
+           COALESCE(p.quiet_start, %(default_quiet_start)s::time) AS quiet_start,
+           COALESCE(p.quiet_end, %(default_quiet_end)s::time) AS quiet_end,
+           p.unsubscribed_at,
+           zone.name AS time_zone,
+           CASE WHEN zone.name IS NOT NULL THEN %(now)s::timestamptz AT TIME ZONE zone.name END AS local_now
+    FROM accounts_user u
+    LEFT JOIN emails_emailpreference p ON p.user_id = u.id
+    LEFT JOIN pg_timezone_names zone ON zone.name = COALESCE(p.time_zone, %(default_time_zone)s)
+    WHERE u.is_active
+)"""
+
+# emails/schedule.py's may_email_at: inside the sending window, outside quiet hours
+# [start, end), which cross midnight when start > end; equal ends mean none.
+_MAY_EMAIL_NOW = """EXTRACT(HOUR FROM people.local_now) >= %(window_start)s
+    AND EXTRACT(HOUR FROM people.local_now) < %(window_end)s
+    AND NOT CASE
+        WHEN people.quiet_start < people.quiet_end
+            THEN people.local_now::time >= people.quiet_start AND people.local_now::time < people.quiet_end
+        WHEN people.quiet_start > people.quiet_end
+            THEN people.local_now::time >= people.quiet_start OR people.local_now::time < people.quiet_end
+        ELSE false
+    END"""
+
+# No nudge or check-in planned for the person within the gap, whatever became of it.
+_NO_UNPROMPTED_EMAIL_WITHIN = """NOT EXISTS (
+        SELECT 1 FROM emails_email earlier
+        WHERE earlier.user_id = people.user_id
+          AND earlier.kind = ANY(%(unprompted_kinds)s)
+          AND earlier.created_at > %(now)s::timestamptz - ({gap})
+    )"""
+
+_NUDGE_GAP = (
+    "CASE people.frequency WHEN %(weekly)s THEN %(weekly_gap)s WHEN %(twice_weekly)s THEN %(twice_weekly_gap)s END"
+)
+
+# The statements below are put together from this module's own constants only; every
+# value in them is a parameter.
+
+_DUE_NUDGES = f"""due_nudges AS (
+    SELECT people.user_id,
+           TO_CHAR(people.local_now, 'IYYY-"W"IW')
+           || CASE WHEN people.frequency = %(twice_weekly)s
+                   THEN CASE WHEN EXTRACT(ISODOW FROM people.local_now) <= 3 THEN '-1' ELSE '-2' END
+                   ELSE '' END AS period_key
+    FROM people
+    WHERE people.frequency IN (%(weekly)s, %(twice_weekly)s)
+      AND people.unsubscribed_at IS NULL
+      AND {_MAY_EMAIL_NOW}
+      AND {_NO_UNPROMPTED_EMAIL_WITHIN.format(gap=_NUDGE_GAP)}
+      AND EXISTS (
+          SELECT 1 FROM coach_chatsession session
+          JOIN coach_message message ON message.session_id = session.id
+          WHERE session.user_id = people.user_id AND message.role = 'user'
+      )
+)"""  # noqa: S608
+
+_DUE_CHECK_INS = f"""due_check_ins AS (
+    SELECT DISTINCT ON (memory.user_id) memory.user_id, memory.id AS memory_id
+    FROM memory_memory memory
+    JOIN people ON people.user_id = memory.user_id
+    WHERE memory.tier = 'prospective'
+      AND memory.status = 'open'
+      AND memory.due_at > %(now)s
+      AND memory.due_at <= %(now)s::timestamptz + %(lead)s
+      AND people.frequency <> %(off)s
+      AND people.unsubscribed_at IS NULL
+      AND {_MAY_EMAIL_NOW}
+      AND {_NO_UNPROMPTED_EMAIL_WITHIN.format(gap="%(check_in_gap)s")}
+      -- One check-in per intention, ever: one that was planned and failed does not
+      -- stand in the way of the next.
+      AND NOT EXISTS (
+          SELECT 1 FROM emails_email asked
+          WHERE asked.memory_id = memory.id AND asked.kind = %(check_in)s
+      )
+    ORDER BY memory.user_id, memory.due_at, memory.id
+)"""  # noqa: S608
+
+_DUE_EPISODES = """due_episodes AS (
+    SELECT people.user_id, 'week-' || TO_CHAR(people.local_now, 'IYYY-IW') AS week_key
+    FROM people
+    WHERE EXTRACT(ISODOW FROM people.local_now) = %(episode_weekday)s
+      AND EXTRACT(HOUR FROM people.local_now) >= %(episode_hour)s
+      AND EXISTS (
+          SELECT 1 FROM coach_chatsession session
+          WHERE session.user_id = people.user_id
+            AND session.summarised_at IS NOT NULL
+            AND session.last_message_at >= DATE_TRUNC('week', people.local_now) AT TIME ZONE people.time_zone
+      )
+      AND NOT EXISTS (
+          SELECT 1 FROM memory_memory memory
+          WHERE memory.user_id = people.user_id AND memory.key = 'week-' || TO_CHAR(people.local_now, 'IYYY-IW')
+      )
+)"""
+
+
+def _parameters(now: datetime, window: SendingWindow | None = None, lead: timedelta | None = None) -> dict[str, Any]:
+    """The rule's constants and the person model's defaults, as statement parameters."""
+    defaults = {field.name: field.default for field in EmailPreference._meta.concrete_fields}
+    Frequency = EmailPreference.Frequency
+    parameters: dict[str, Any] = {
+        "now": now,
+        "default_frequency": defaults["frequency"],
+        "default_quiet_start": defaults["quiet_start"],
+        "default_quiet_end": defaults["quiet_end"],
+        "default_time_zone": defaults["time_zone"],
+        "weekly": Frequency.WEEKLY.value,
+        "twice_weekly": Frequency.TWICE_WEEKLY.value,
+        "off": Frequency.OFF.value,
+        "check_in": Email.Kind.CHECK_IN.value,
+        "weekly_gap": MIN_GAP[Frequency.WEEKLY],
+        "twice_weekly_gap": MIN_GAP[Frequency.TWICE_WEEKLY],
+        "check_in_gap": CHECK_IN_MIN_GAP,
+        "unprompted_kinds": [kind.value for kind in UNPROMPTED_KINDS],
+        "episode_weekday": EPISODE_LOCAL_WEEKDAY,
+        "episode_hour": EPISODE_LOCAL_HOUR,
+    }
+    if window is not None:
+        parameters |= {"window_start": window.start_hour, "window_end": window.end_hour}
+    if lead is not None:
+        parameters["lead"] = lead
+    return parameters
+
+
+def nudge_plan(*, now: datetime, window: SendingWindow) -> Plan:
+    """Everyone due a nudge at `now` (`due_nudges`: user_id, period_key)."""
+    return Plan(f"{_PEOPLE}, {_DUE_NUDGES}", "due_nudges", _parameters(now, window))
+
+
+def check_in_plan(*, now: datetime, window: SendingWindow, lead: timedelta) -> Plan:
+    """Everyone to be asked now about an intention coming up, its soonest one each
+    (`due_check_ins`: user_id, memory_id)."""
+    return Plan(f"{_PEOPLE}, {_DUE_CHECK_INS}", "due_check_ins", _parameters(now, window, lead))
+
+
+def episode_plan(*, now: datetime) -> Plan:
+    """Everyone whose Sunday evening it is, who had a summarised session this week and
+    has no episode for it yet (`due_episodes`: user_id, week_key)."""
+    return Plan(f"{_PEOPLE}, {_DUE_EPISODES}", "due_episodes", _parameters(now))
+
+
+def nudges_due(*, now: datetime, window: SendingWindow) -> list[DueNudge]:
+    rows = nudge_plan(now=now, window=window).select("user_id, period_key")
+    return [DueNudge(user_id, period_key) for user_id, period_key in rows]
+
+
+def check_ins_due(*, now: datetime, window: SendingWindow, lead: timedelta) -> list[DueCheckIn]:
+    rows = check_in_plan(now=now, window=window, lead=lead).select("user_id, memory_id")
+    return [DueCheckIn(user_id, memory_id) for user_id, memory_id in rows]
+
+
+def episodes_due(*, now: datetime) -> list[DueEpisode]:
+    rows = episode_plan(now=now).select("user_id, week_key")
+    return [DueEpisode(user_id, week_key) for user_id, week_key in rows]

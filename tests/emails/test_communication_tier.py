@@ -1,0 +1,91 @@
+"""The communication tier in every prompt's memory block: the last emails sent (date,
+kind, subject, first line), within the budget, read in one query."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from accounts.models import User
+from emails.models import Email
+from memory.context import assemble_memory_context
+from tests.emails.factories import make_email
+
+pytestmark = pytest.mark.django_db
+
+
+def sent(user: User, subject: str, *, days_ago: int, kind: str = "nudge") -> Email:
+    return make_email(
+        user,
+        kind=kind,
+        period_key=subject,
+        status="sent",
+        subject=subject,
+        body=f"Hi Ada,\n\n{subject}, in a sentence.\n\nTalk soon,\nYour coach",
+        sent_at=timezone.now() - timedelta(days=days_ago),
+    )
+
+
+def email_lines(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.startswith('{"email_sent"')]
+
+
+def test_the_chat_sees_the_last_emails_sent_newest_first_with_date_kind_subject_and_first_line(user: User) -> None:
+    older = sent(user, "Looking ahead", days_ago=8)
+    newer = sent(user, "How did the talk go?", days_ago=1, kind="check_in")
+    make_email(user, period_key="queued", subject="Not sent yet", body="Hi Ada,\n\nNot yet.")
+    make_email(user, period_key="skipped", status="skipped", subject="Too alike", body="Hi Ada,\n\nAlike.")
+
+    context = assemble_memory_context(user=user, now=timezone.now())
+
+    assert "# emails you sent them lately, newest first: never repeat one" in context.text
+    assert email_lines(context.text) == [
+        {
+            "email_sent": newer.sent_at.date().isoformat(),
+            "kind": "Check-in",
+            "subject": "How did the talk go?",
+            "first_line": "How did the talk go?, in a sentence.",
+        },
+        {
+            "email_sent": older.sent_at.date().isoformat(),
+            "kind": "Nudge",
+            "subject": "Looking ahead",
+            "first_line": "Looking ahead, in a sentence.",
+        },
+    ]
+    assert context.text.index("# emails you sent") < context.text.index("<<END MEMORIES")
+
+
+def test_at_most_the_last_five_emails_are_shown(user: User) -> None:
+    for day in range(8):
+        sent(user, f"Email {day}", days_ago=day)
+
+    context = assemble_memory_context(user=user, now=timezone.now())
+
+    assert [line["subject"] for line in email_lines(context.text)] == [f"Email {day}" for day in range(5)]
+
+
+def test_the_emails_give_way_when_the_budget_is_spent(user: User) -> None:
+    sent(user, "Looking ahead", days_ago=1)
+
+    context = assemble_memory_context(user=user, now=timezone.now(), budget_tokens=10)
+
+    assert email_lines(context.text) == []
+    assert [(item.section, item.label) for item in context.dropped] == [("emails", "Looking ahead")]
+
+
+def test_another_persons_emails_never_show(user: User, other_user: User) -> None:
+    sent(other_user, "Grace's plan", days_ago=1)
+
+    assert email_lines(assemble_memory_context(user=user, now=timezone.now()).text) == []
+
+
+def test_the_tier_costs_one_query_however_many_emails(user: User, django_assert_num_queries) -> None:
+    for day in range(12):
+        sent(user, f"Email {day}", days_ago=day)
+
+    with django_assert_num_queries(2):  # the memories, the emails
+        assemble_memory_context(user=user, now=timezone.now())
