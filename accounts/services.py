@@ -1,40 +1,14 @@
-"""Writes the account page makes: email preferences and erasing the account.
+"""Writes the account page makes that belong to no other app: erasing the account.
 
-Memory writes (add, edit, delete, restore, delete all) are memory.services'; the account
-app owns the person's preferences (DESIGN.md section 2), stored beside the email ledger.
+Memory writes (add, edit, delete, restore, delete all) are memory.services'; email
+preferences are emails.services' (they live beside the ledger the send task reads).
 """
 
 from __future__ import annotations
 
-from datetime import time
-
 from django.db import transaction
 
 from accounts.models import User
-from emails.models import EmailPreference
-
-
-def email_preference_update(
-    *,
-    user: User,
-    frequency: str,
-    session_summaries: bool,
-    quiet_start: time,
-    quiet_end: time,
-    time_zone: str,
-) -> EmailPreference:
-    """Save how often and when the coach may email the person; the row is made on first save."""
-    preference, _ = EmailPreference.objects.update_or_create(
-        user=user,
-        defaults={
-            "frequency": frequency,
-            "session_summaries": session_summaries,
-            "quiet_start": quiet_start,
-            "quiet_end": quiet_end,
-            "time_zone": time_zone,
-        },
-    )
-    return preference
 
 
 def account_delete(*, user: User) -> None:

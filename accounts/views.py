@@ -34,7 +34,8 @@ from accounts.selectors import (
     memory_page_for_user,
     memory_row,
 )
-from accounts.services import account_delete, email_preference_update
+from accounts.services import account_delete
+from emails.services import email_preference_update
 from memory.models import Memory
 from memory.selectors import (
     memory_history_for_user,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import dj_database_url
+from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
@@ -204,11 +205,65 @@ CELERY_TIMEZONE = "UTC"
 # A task not acknowledged within this is delivered again: never schedule past it.
 CELERY_VISIBILITY_TIMEOUT_SECONDS = 3600
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_VISIBILITY_TIMEOUT_SECONDS}
-# What runs on a schedule, in plain words: see each task's docstring.
+# What runs on a schedule, in plain words: see each task's docstring. Beat runs as one
+# instance; a second one, or a tick repeated, cannot send an email twice (the ledger's
+# unique key). A planning tick that no worker started within its quarter hour expires:
+# the next tick plans the same people.
 CELERY_BEAT_SCHEDULE: dict[str, dict] = {
     # Sessions idle for COACH_SESSION_IDLE_MINUTES are ended and summarised.
     "end-idle-sessions": {"task": "coach.tasks.end_idle_sessions", "schedule": 300.0},
+    # Every quarter hour: people with an intention coming up within MEMORY_PROSPECTIVE_LEAD_DAYS
+    # are asked how it is going, if it is a good time to write to them.
+    "plan-check-ins": {
+        "task": "emails.tasks.plan_check_ins",
+        "schedule": crontab(minute="0,15,30,45"),
+        "options": {"expires": 14 * 60},
+    },
+    # Every quarter hour, five minutes after the check-ins (which come first): people due
+    # their weekly or twice-weekly nudge, in their sending hours, get one planned.
+    "plan-nudges": {
+        "task": "emails.tasks.plan_nudges",
+        "schedule": crontab(minute="5,20,35,50"),
+        "options": {"expires": 14 * 60},
+    },
+    # Every minute: emails whose time has come (kept back by quiet hours, or whose task
+    # was lost) are handed to a worker; claims of workers that died are released.
+    "dispatch-due-emails": {
+        "task": "emails.tasks.dispatch_due_emails",
+        "schedule": 60.0,
+        "options": {"expires": 55},
+    },
+    # Every hour: people for whom it is Sunday evening get their week's sessions written
+    # up as a weekly episode memory.
+    "plan-weekly-episodes": {
+        "task": "emails.tasks.plan_weekly_episodes",
+        "schedule": crontab(minute=10),
+        "options": {"expires": 50 * 60},
+    },
 }
+
+# Follow-up emails (DESIGN.md section 5). Any email goes out only between these local
+# hours (start <= hour < end, the person's own clock), and never in their quiet hours.
+EMAIL_SENDING_WINDOW_START = env_int("EMAIL_SENDING_WINDOW_START", default=9)
+EMAIL_SENDING_WINDOW_END = env_int("EMAIL_SENDING_WINDOW_END", default=20)
+if not 0 <= EMAIL_SENDING_WINDOW_START < EMAIL_SENDING_WINDOW_END <= 24:
+    raise ImproperlyConfigured(
+        "EMAIL_SENDING_WINDOW_START and EMAIL_SENDING_WINDOW_END are local hours, 0-23 then a later one up to 24."
+    )
+# Cosine similarity above which a draft reads too like one of the last five emails: it is
+# redrafted once, then skipped.
+EMAIL_REPEAT_THRESHOLD = env_float("EMAIL_REPEAT_THRESHOLD", default=0.9)
+# Temporary failures (an SMTP 4xx, a dropped connection, a model outage) are retried this
+# many times, after a delay that starts here and doubles (capped far below the visibility
+# timeout); then the email is marked failed. Permanent ones (5xx) fail at once.
+EMAIL_SEND_MAX_RETRIES = env_int("EMAIL_SEND_MAX_RETRIES", default=5)
+EMAIL_RETRY_BACKOFF_SECONDS = env_float("EMAIL_RETRY_BACKOFF_SECONDS", default=60.0)
+# A claim this old belongs to a worker that died mid-send: another may take the email
+# over. Far above any SMTP exchange, below the visibility timeout (when Redis hands the
+# dead worker's task to another).
+EMAIL_CLAIM_STALE_SECONDS = env_int("EMAIL_CLAIM_STALE_SECONDS", default=600)
+if not EMAIL_CLAIM_STALE_SECONDS < CELERY_VISIBILITY_TIMEOUT_SECONDS:
+    raise ImproperlyConfigured("EMAIL_CLAIM_STALE_SECONDS must be below the broker's visibility timeout.")
 
 # The language model. Without OPENAI_API_KEY the app talks to its offline coach.
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")

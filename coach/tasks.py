@@ -14,6 +14,7 @@ from coach.llm import LLMError
 from coach.models import ChatSession, Message
 from coach.selectors import session_messages
 from coach.services import session_summary_save, sessions_end_idle
+from emails.services import session_recap_plan
 
 logger = logging.getLogger(__name__)
 RETRY_MAX_SECONDS = 600
@@ -60,3 +61,5 @@ def _summarise(session_id: int) -> None:
         [{"role": "system", "content": prompt("session_summary")}, {"role": "user", "content": "\n".join(lines)}]
     )
     session_summary_save(session=session, summary=summary)
+    # The recap email, if the person asked for one; it is sent on its own from here.
+    session_recap_plan(session_id=session.pk)

@@ -18,5 +18,6 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("accounts/", include("allauth.urls")),
     path("", include("accounts.urls")),
+    path("", include("emails.urls")),
     path("admin/", admin.site.urls),
 ]

@@ -435,6 +435,52 @@ def memory_restore(*, user: User, event_id: int, now: datetime | None = None) ->
     return memory
 
 
+def prospective_memory_raise(*, user: User, memory_id: int, reason: str, now: datetime | None = None) -> bool:
+    """Mark an open intention `raised`: the coach asked about it (a check-in email), and
+    the chat's context now says so. Returns False when it was not open any more.
+
+    Its `updated_at` stays: what the person said did not change, so neither does its
+    place in the eviction order. Its version moves on, so a suggestion made against the
+    open memory (which would reopen it) no longer applies."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        _lock_user(user)
+        memory = (
+            Memory.objects.select_for_update()
+            .filter(user=user, pk=memory_id, tier=Tier.PROSPECTIVE, status=ProspectiveStatus.OPEN)
+            .first()
+        )
+        if memory is None:
+            return False
+        before = memory.snapshot()
+        memory.status, memory.raised_at = ProspectiveStatus.RAISED, now
+        memory.version += 1
+        memory.save(update_fields=["status", "raised_at", "version"])
+        _record(
+            memory,
+            actor=Actor.COACH,
+            action=MemoryEvent.Action.RAISED,
+            reason=reason,
+            before=before,
+            after=memory.snapshot(),
+            now=now,
+        )
+    return True
+
+
+def weekly_episode_save(*, user: User, key: str, text: str, now: datetime | None = None) -> Memory:
+    """Keep the model's summary of a week as the person's weekly episode under `key`
+    ("week-2026-48"). The eviction policy, applied in the same transaction, keeps the
+    newest MEMORY_MAX_EPISODES of them."""
+    content = text.strip()[: settings.MEMORY_CONTENT_MAX_CHARS]
+    summary = _first_sentence(content, limit=SUMMARY_MAX_CHARS)
+    draft = MemoryDraft(key=key, tier=Tier.EPISODIC, category=Category.EPISODE, summary=summary, content=content)
+    outcome = memory_save(
+        user=user, draft=draft, source=Source.COACH, actor=Actor.COACH, reason="the week, summarised", now=now
+    )
+    return outcome.memory
+
+
 def memories_reembed(*, batch_size: int = 100) -> int:
     """Re-embed every memory whose embedding is missing or from another model, in batches.
 
@@ -469,6 +515,14 @@ def _lock_user(user: User) -> None:
     # Serialises every memory write of one user: the eviction plan reads the whole store,
     # so two concurrent saves must not both plan against the same 60 rows.
     User.objects.select_for_update().filter(pk=user.pk).values_list("pk", flat=True).get()
+
+
+def _first_sentence(text: str, *, limit: int) -> str:
+    # The index line of a longer note: its first sentence, cut at a word if need be.
+    first = re.split(r"(?<=[.!?])\s", " ".join(text.split()), maxsplit=1)[0]
+    if len(first) <= limit:
+        return first
+    return first[: limit - 1].rsplit(" ", 1)[0].rstrip(",;:") + "\u2026"
 
 
 def _key_from(text: str) -> str:

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 from django.core.cache import cache
 
 from accounts.models import User
 from coach.offline import ModelServer
+from tests.emails.smtp_sink import SmtpSink
+
+if TYPE_CHECKING:
+    from celery.worker import WorkController
 
 # Playwright's sync API runs an event loop in the test thread; Django's live server is
 # safe to use from it.
@@ -69,6 +74,33 @@ def celery_eager() -> Iterator[None]:
     yield
     app.conf.task_always_eager = False
     app.conf.task_eager_propagates = False
+
+
+@pytest.fixture
+def smtp_sink(settings) -> Iterator[SmtpSink]:
+    """A real SMTP server (aiosmtpd) on a free port, with Django's mail sent to it.
+
+    The test runner swaps every mailer for locmem; this puts the real SMTP backend back,
+    pointed at the sink, for the tests about what actually goes over the wire."""
+    sink = SmtpSink().start()
+    settings.MAILERS = {"default": sink.mailer}
+    yield sink
+    sink.stop()
+
+
+@pytest.fixture
+def celery_worker(transactional_db: None) -> Iterator[WorkController]:
+    """A real Celery worker, in this process, consuming the test Redis with two threads
+    (so two deliveries of one task can run at once). It reads the database through its
+    own connections, hence transactional_db: what a test writes must be committed."""
+    from celery.contrib.testing.worker import start_worker
+
+    from coach.celery import app
+
+    # Whatever an earlier test left in the queue is not this test's business.
+    app.control.purge()
+    with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False, shutdown_timeout=30) as worker:
+        yield worker
 
 
 @pytest.fixture

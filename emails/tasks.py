@@ -1,0 +1,98 @@
+"""The scheduler's jobs (planned by beat: see CELERY_BEAT_SCHEDULE) and the send task.
+
+Each task takes ids and calls one service. Nothing waits on a countdown or ETA longer
+than Redis's visibility timeout (past it, Redis would hand the task to a second worker):
+an email that must wait is a row with a due time, which dispatch_due_emails picks up.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from celery import Task, shared_task
+from django.conf import settings
+
+from coach.llm import LLMError
+from emails.services import (
+    EmailTemporaryFailure,
+    check_ins_plan,
+    email_give_up,
+    email_send,
+    emails_dispatch_due,
+    emails_hand_out,
+    nudges_plan,
+    weekly_episode_write,
+    weekly_episodes_plan,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def retry_countdown(retries: int) -> float:
+    """Exponential backoff from EMAIL_RETRY_BACKOFF_SECONDS, capped at a quarter of the
+    visibility timeout: a retry waits in the worker, never long enough to be redelivered."""
+    return min(settings.EMAIL_RETRY_BACKOFF_SECONDS * 2**retries, settings.CELERY_VISIBILITY_TIMEOUT_SECONDS / 4)
+
+
+@shared_task(ignore_result=True)
+def plan_check_ins() -> int:
+    """Every quarter hour: an open intention coming up within MEMORY_PROSPECTIVE_LEAD_DAYS
+    gets its check-in email, if this is a good time to write to the person."""
+    return check_ins_plan()
+
+
+@shared_task(ignore_result=True)
+def plan_nudges() -> int:
+    """Every quarter hour: everyone due a nudge (by their frequency and their last email),
+    in their sending hours, who has chatted and not unsubscribed, gets one planned."""
+    return nudges_plan()
+
+
+@shared_task(ignore_result=True)
+def dispatch_due_emails() -> int:
+    """Every minute: queued emails whose time has come go to a worker."""
+    return emails_dispatch_due()
+
+
+@shared_task(ignore_result=True)
+def plan_weekly_episodes() -> int:
+    """Every hour: people whose Sunday evening it is get their week written up."""
+    return weekly_episodes_plan()
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def hand_out_emails(email_ids: list[int]) -> int:
+    """A batch of planned emails becomes one send task each. Delivered twice (its worker
+    died), some emails get two send tasks: the claim sends each once all the same."""
+    return emails_hand_out(email_ids=email_ids)
+
+
+# acks_late: a worker that dies mid-task leaves the message unacknowledged, and Redis
+# hands it to another worker after the visibility timeout; the ledger's claim makes
+# that second delivery send the email once, not twice.
+@shared_task(bind=True, acks_late=True, ignore_result=True)
+def send_email(self: Task, email_id: int) -> str:
+    """Draft, claim and send one planned email. Temporary failures (SMTP 4xx, a dropped
+    connection, a model outage) are retried with backoff up to EMAIL_SEND_MAX_RETRIES,
+    then recorded failed; permanent ones are recorded failed at once."""
+    try:
+        return email_send(email_id=email_id)
+    except EmailTemporaryFailure as failure:
+        if self.request.retries >= settings.EMAIL_SEND_MAX_RETRIES:
+            email_give_up(email_id=email_id, error=str(failure))
+            return "failed"
+        raise self.retry(countdown=retry_countdown(self.request.retries), exc=failure) from failure
+
+
+@shared_task(bind=True, acks_late=True, ignore_result=True)
+def write_weekly_episode(self: Task, user_id: int, week_key: str) -> None:
+    """Summarise one person's week as a weekly episode memory. A model outage is retried
+    with backoff; past that it is logged, and the next hourly tick of their Sunday
+    evening asks again."""
+    try:
+        weekly_episode_write(user_id=user_id, week_key=week_key)
+    except LLMError as error:
+        if not error.retryable or self.request.retries >= settings.EMAIL_SEND_MAX_RETRIES:
+            logger.warning("the weekly episode %s of %s could not be written: %s", week_key, user_id, error)
+            return
+        raise self.retry(countdown=retry_countdown(self.request.retries), exc=error) from error
