@@ -289,6 +289,7 @@ _CONTEXT_SECTIONS = {
     "index": "One line in the index",
     "episodic": "Session note, in full",
     "episode": "Weekly summary, in full",
+    "emails": "An email you were sent",
 }
 
 

@@ -7,6 +7,7 @@ from accounts import views
 urlpatterns = [
     path("account/", views.account, name="account"),
     path("account/email-preferences", views.email_preferences, name="email_preferences"),
+    path("account/emails/resume", views.email_resume, name="email_resume"),
     path("account/export", views.account_export, name="account_export"),
     path("account/delete-memories", views.memories_delete_all, name="memories_delete_all"),
     path("account/delete", views.account_delete_view, name="account_delete"),

@@ -35,7 +35,7 @@ from accounts.selectors import (
     memory_row,
 )
 from accounts.services import account_delete
-from emails.services import email_preference_update
+from emails.services import email_preference_update, email_resubscribe
 from memory.models import Memory
 from memory.selectors import (
     memory_history_for_user,
@@ -297,6 +297,18 @@ def memories_context(request: HtmxHttpRequest) -> HttpResponse:
 def account(request: HtmxHttpRequest) -> HttpResponse:
     preference = email_preference_for_user(user=request.user)
     return render(request, "accounts/account.html", {"preference_form": EmailPreferenceForm(instance=preference)})
+
+
+@login_required
+@require_POST
+def email_resume(request: HtmxHttpRequest) -> HttpResponse:
+    """Emails again after an unsubscribe, as the preferences say."""
+    email_resubscribe(user=request.user)
+    if not _partial(request):
+        messages.success(request, "Your coach may email you again.")
+        return redirect("account")
+    form = EmailPreferenceForm(instance=email_preference_for_user(user=request.user))
+    return render(request, "accounts/account.html#email_preferences", {"preference_form": form, "resumed": True})
 
 
 @login_required

@@ -128,6 +128,12 @@ def email_unsubscribe(*, user_id: int, now: datetime | None = None) -> bool:
     return changed == 1
 
 
+def email_resubscribe(*, user: User) -> bool:
+    """Let the coach write again after an unsubscribe. Returns whether anything changed;
+    emails skipped meanwhile stay skipped (their moment has passed)."""
+    return EmailPreference.objects.filter(user=user, unsubscribed_at__isnull=False).update(unsubscribed_at=None) == 1
+
+
 # Planning -----------------------------------------------------------------------------
 
 

@@ -7,6 +7,7 @@ from datetime import time
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from accounts.models import User
 from emails.models import EmailPreference
@@ -186,3 +187,15 @@ def test_after_the_password_the_account_is_deleted_and_the_person_logged_out(cli
     assert "Your account and everything about you is deleted." in response.content.decode()
     assert not User.objects.filter(pk=user.pk).exists()
     assert client.get("/memories/").status_code == 302
+
+
+def test_after_an_unsubscribe_the_account_page_says_so_and_emails_can_resume(client: Client, user: User) -> None:
+    EmailPreference.objects.create(user=user, unsubscribed_at=timezone.now())
+
+    assert "You unsubscribed on" in client.get("/account/").content.decode()
+    response = client.post("/account/emails/resume", headers={"HX-Request": "true"})
+
+    assert response.status_code == 200
+    assert "Your coach may email you again." in response.content.decode()
+    assert EmailPreference.objects.get(user=user).unsubscribed_at is None
+    assert "You unsubscribed on" not in client.get("/account/").content.decode()

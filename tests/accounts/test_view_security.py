@@ -124,6 +124,7 @@ ENDPOINTS = [
         PREFERENCES,
         partial_marker='id="preferences-form"',
     ),
+    Endpoint("resume emails", "post", lambda ids: "/account/emails/resume", partial_marker='id="preferences-form"'),
     Endpoint("export", "get", lambda ids: "/account/export"),
     Endpoint(
         "delete all memories form",
