@@ -267,7 +267,8 @@ if not EMAIL_CLAIM_STALE_SECONDS < CELERY_VISIBILITY_TIMEOUT_SECONDS:
 
 # The language model. Without OPENAI_API_KEY the app talks to its offline coach.
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
-OFFLINE_COACH_URL = "http://127.0.0.1:8001/v1"
+# Where the offline coach answers when there is no key (the run command starts it there).
+OFFLINE_COACH_URL = env_str("OFFLINE_COACH_URL", "http://127.0.0.1:8001/v1")
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL") or (None if OPENAI_API_KEY else OFFLINE_COACH_URL)
 COACH_MODEL = env_str("COACH_MODEL") or ("gpt-4.1-mini" if OPENAI_API_KEY else "offline-coach")
 EMBEDDING_MODEL = env_str("EMBEDDING_MODEL") or ("text-embedding-3-small" if OPENAI_API_KEY else "offline-embedding")

@@ -133,7 +133,10 @@ def app_processes(host: str, port: int, data_dir: Path) -> list[ProcessSpec]:
         ),
     ]
     if not os.environ.get("OPENAI_API_KEY"):
-        offline_port = urlsplit(os.environ.get("OPENAI_BASE_URL") or "http://127.0.0.1:8001").port or 8001
+        offline_url = (
+            os.environ.get("OPENAI_BASE_URL") or os.environ.get("OFFLINE_COACH_URL") or "http://127.0.0.1:8001"
+        )
+        offline_port = urlsplit(offline_url).port or 8001
         specs.append(ProcessSpec("coach", [python, "manage.py", "offline_coach", "--port", str(offline_port)]))
     return specs
 

@@ -40,7 +40,7 @@ def test_postgres_is_the_pgvector_image_and_data_lives_in_volumes() -> None:
 def test_every_long_running_service_has_a_healthcheck() -> None:
     services = compose()["services"]
 
-    for name in ("web", "worker", "postgres", "redis", "mailpit"):
+    for name in ("web", "worker", "offline-coach", "postgres", "redis", "mailpit"):
         assert services[name]["healthcheck"]["test"], name
     assert "/healthz" in " ".join(services["web"]["healthcheck"]["test"])
 
@@ -86,3 +86,10 @@ def test_every_variable_in_env_example_is_in_the_readme() -> None:
     }
 
     assert {name for name in documented if f"`{name}`" not in readme} == set()
+
+
+def test_without_a_key_the_app_talks_to_the_offline_coach_service() -> None:
+    services = compose()["services"]
+
+    assert services["offline-coach"]["command"][:3] == ["python", "manage.py", "offline_coach"]
+    assert services["web"]["environment"]["OFFLINE_COACH_URL"] == "http://offline-coach:8001/v1"
