@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -41,7 +42,7 @@ from django.utils import timezone  # noqa: E402
 
 from accounts.models import User  # noqa: E402
 from coach import llm  # noqa: E402
-from coach.models import ChatSession, Message  # noqa: E402
+from coach.models import ChatSession  # noqa: E402
 from coach.offline import ModelServer, offline_embedding  # noqa: E402
 from coach.services import message_post, session_start  # noqa: E402
 from memory.models import Memory  # noqa: E402
@@ -107,11 +108,12 @@ def person(email: str, memories: int) -> User:
 
 
 async def one_turn(client: AsyncClient, session: ChatSession, number: int) -> None:
-    await client.post(
+    sent = await client.post(
         f"/chat/{session.pk}/messages", {"text": f"Question {number}: how was my week?"}, headers={"HX-Request": "true"}
     )
-    message = await Message.objects.filter(session=session, role="user").alast()
-    response = await client.get(f"/chat/{session.pk}/messages/{message.pk}/reply")
+    # The page is handed the reply's stream address, as the browser is.
+    stream_url = re.search(r'data-stream-url="([^"]+)"', sent.content.decode()).group(1)
+    response = await client.get(stream_url)
     body = b"".join([chunk async for chunk in response.streaming_content])
     assert b"event: done" in body, body[-300:]
 

@@ -22,7 +22,7 @@ from memory.context import MemoryContext, assemble_memory_context, estimate_toke
 
 PROMPTS = Path(__file__).resolve().parent / "prompts"
 # More than the history budget ever holds: what is older is dropped without being read.
-HISTORY_MAX_MESSAGES = 80
+HISTORY_MAX_MESSAGES = 40
 
 
 @cache
