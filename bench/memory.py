@@ -119,8 +119,10 @@ def seed_users(first: int, count: int, *, memories_each: int = PER_USER) -> list
                         ]
                     )
     with connection.cursor() as cursor:
-        cursor.execute("ANALYZE accounts_user")
-        cursor.execute("ANALYZE memory_memory")
+        # Settle the new rows now, so autovacuum and a checkpoint do not run mid-measurement.
+        cursor.execute("VACUUM ANALYZE accounts_user")
+        cursor.execute("VACUUM ANALYZE memory_memory")
+        cursor.execute("CHECKPOINT")
     return ids
 
 
