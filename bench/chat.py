@@ -180,6 +180,7 @@ def measure_concurrent_streams(server: ModelServer, streams: int, ramp_seconds: 
         plan = {
             "port": port,
             "gap": gap,
+            "first_words": "^event: text",
             "requests": [
                 {"method": "GET", "path": url.split(str(port), 1)[1], "headers": {"Cookie": f"sessionid={cookie}"}}
                 for url, cookie in targets
@@ -212,6 +213,8 @@ def model_alone(server: ModelServer, streams: int, ramp_seconds: float) -> dict:
     plan = {
         "port": port,
         "gap": ramp_seconds / streams,
+        # A content delta with words in it; the opening chunk only names the role.
+        "first_words": '"content": "[^"]',
         "requests": [
             {
                 "method": "POST",

@@ -2,9 +2,10 @@
 
     python bench/stream_client.py < plan.json > results.json
 
-The plan: {"port": 8765, "gap": 0.02, "requests": [{"method": "GET", "path": "...",
-"headers": {...}, "body": "..."}, ...]}. Request n starts n * gap seconds in. For each,
-the result is [seconds to the first data event, seconds to the end, whether it ended
+The plan: {"port": 8765, "gap": 0.02, "first_words": "<regex>", "requests": [{"method":
+"GET", "path": "...", "headers": {...}, "body": "..."}, ...]}. Request n starts n * gap
+seconds in. For each, the result is [seconds to the first line matching `first_words`
+(the first words, not an empty opening event), seconds to the end, whether it ended
 well]. Its own process, so the benchmark's other threads (the model server) do not share
 its interpreter lock and skew what it measures.
 """
@@ -13,14 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 import time
 
-FIRST_MARKERS = (b"event: text", b'data: {"id"')
 END_MARKERS = (b"event: done", b"data: [DONE]")
 
 
-async def follow(port: int, request: dict, delay: float) -> tuple[float, float, bool]:
+async def follow(port: int, request: dict, delay: float, first_words: re.Pattern[bytes]) -> tuple[float, float, bool]:
     await asyncio.sleep(delay)
     began = time.perf_counter()
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -30,7 +31,7 @@ async def follow(port: int, request: dict, delay: float) -> tuple[float, float, 
     writer.write(head.encode() + b"\r\n" + body)
     first, ended = None, False
     while line := await reader.readline():
-        if first is None and line.startswith(FIRST_MARKERS):
+        if first is None and first_words.search(line):
             first = time.perf_counter() - began
         if line.startswith(END_MARKERS):
             ended = True
@@ -40,8 +41,9 @@ async def follow(port: int, request: dict, delay: float) -> tuple[float, float, 
 
 
 async def follow_all(plan: dict) -> list[tuple[float, float, bool]]:
+    first_words = re.compile(plan["first_words"].encode())
     return await asyncio.gather(
-        *(follow(plan["port"], request, n * plan["gap"]) for n, request in enumerate(plan["requests"]))
+        *(follow(plan["port"], request, n * plan["gap"], first_words) for n, request in enumerate(plan["requests"]))
     )
 
 
