@@ -106,7 +106,13 @@ class Memory(models.Model):
                 name="memory_due_at_and_status_only_when_prospective",
             ),
         ]
-        indexes = [models.Index(fields=["user", "updated_at"])]
+        indexes = [
+            models.Index(fields=["user", "updated_at"]),
+            # Check-in planning scans only the open intentions, across everyone, by date.
+            models.Index(
+                fields=["due_at"], name="memory_open_intentions", condition=Q(tier="prospective", status="open")
+            ),
+        ]
         verbose_name_plural = "memories"
 
     def __str__(self) -> str:
