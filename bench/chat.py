@@ -23,7 +23,6 @@ import re
 import statistics
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from collections.abc import AsyncIterator
@@ -36,11 +35,11 @@ from bench.setup import django_for_benchmarks
 django_for_benchmarks()
 
 from django.conf import settings  # noqa: E402
-from django.db.backends import utils as db_utils  # noqa: E402
 from django.test import AsyncClient, Client  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from accounts.models import User  # noqa: E402
+from bench.queries import QueryCounter  # noqa: E402
 from coach import llm  # noqa: E402
 from coach.models import ChatSession  # noqa: E402
 from coach.offline import ModelServer, offline_embedding  # noqa: E402
@@ -49,22 +48,6 @@ from memory.models import Memory  # noqa: E402
 
 REPLY = "Good question. Let's keep it simple this week: three short sessions, and we review on Sunday."
 STREAM_SECONDS = 2.0
-
-
-class QueryCounter:
-    """Counts the SQL statements of every thread (a turn's work runs in several)."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self._lock = threading.Lock()
-        original = db_utils.CursorWrapper.execute
-
-        def execute(cursor: db_utils.CursorWrapper, sql: str, params: object = None) -> object:
-            with self._lock:
-                self.count += 1
-            return original(cursor, sql, params)
-
-        db_utils.CursorWrapper.execute = execute
 
 
 class ModelClock:

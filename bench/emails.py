@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -29,9 +28,9 @@ django_for_benchmarks()
 
 from django.conf import settings  # noqa: E402
 from django.db import connection  # noqa: E402
-from django.db.backends import utils as db_utils  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
+from bench.queries import QueryCounter  # noqa: E402
 from coach.celery import app  # noqa: E402
 from emails.schedule import local_time  # noqa: E402
 from emails.services import emails_hand_out, nudges_plan  # noqa: E402
@@ -44,22 +43,6 @@ GROUPS = ("due", "asleep", "emailed lately")
 def zone_at_local_hour(now: datetime, hour: int) -> str:
     """A real time zone whose wall clock shows `hour` at the instant `now`."""
     return next(zone for zone in sorted(available_timezones()) if "/" in zone and local_time(now, zone).hour == hour)
-
-
-class QueryCounter:
-    """Counts the SQL statements of every thread."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self._lock = threading.Lock()
-        original = db_utils.CursorWrapper.execute
-
-        def execute(cursor: db_utils.CursorWrapper, sql: str, params: object = None) -> object:
-            with self._lock:
-                self.count += 1
-            return original(cursor, sql, params)
-
-        db_utils.CursorWrapper.execute = execute
 
 
 class Publications:
