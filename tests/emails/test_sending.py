@@ -164,8 +164,8 @@ def test_two_consecutive_nudges_differ_and_the_second_draft_saw_the_first(
     assert f'"subject": "{first.subject}"' in second_draft
 
 
-def test_a_draft_like_a_recent_email_is_redrafted_once(user: User, model_server: ModelServer) -> None:
-    reachable_now(user)
+def sent_last_week(user: User) -> None:
+    """The email the drafts below come too close to."""
     make_email(
         user,
         period_key="2026-W47",
@@ -174,6 +174,11 @@ def test_a_draft_like_a_recent_email_is_redrafted_once(user: User, model_server:
         body="Hi Ada,\n\nHow did the long run go on Sunday?\n\nTalk soon,\nYour coach",
         sent_at=timezone.now() - timedelta(days=7),
     )
+
+
+def test_a_draft_like_a_recent_email_is_redrafted_once(user: User, model_server: ModelServer) -> None:
+    reachable_now(user)
+    sent_last_week(user)
     email = planned(user)
     model_server.queue_text(DRAFT)
     model_server.queue_text("Subject: A rest day idea\n\nHi Ada,\n\nTake Thursday off entirely.\n\nBest,\nYour coach")
@@ -190,14 +195,7 @@ def test_a_draft_still_like_a_recent_email_after_the_redraft_is_skipped_not_sent
     user: User, model_server: ModelServer
 ) -> None:
     reachable_now(user)
-    make_email(
-        user,
-        period_key="2026-W47",
-        status="sent",
-        subject="Your marathon plan",
-        body="Hi Ada,\n\nHow did the long run go on Sunday?\n\nTalk soon,\nYour coach",
-        sent_at=timezone.now() - timedelta(days=7),
-    )
+    sent_last_week(user)
     email = planned(user)
     model_server.queue_text(DRAFT)
     model_server.queue_text(DRAFT)
