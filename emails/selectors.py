@@ -33,18 +33,6 @@ class DueNudge:
     period_key: str
 
 
-@dataclass(frozen=True)
-class DueCheckIn:
-    user_id: int
-    memory_id: int
-
-
-@dataclass(frozen=True)
-class DueEpisode:
-    user_id: int
-    week_key: str
-
-
 def emails_recently_sent(*, user: User, limit: int = LAST_EMAILS) -> list[Email]:
     """The person's last sent emails, newest first: the communication tier of every prompt."""
     return list(
@@ -252,13 +240,3 @@ def episode_plan(*, now: datetime) -> Plan:
 def nudges_due(*, now: datetime, window: SendingWindow) -> list[DueNudge]:
     rows = nudge_plan(now=now, window=window).select("user_id, period_key")
     return [DueNudge(user_id, period_key) for user_id, period_key in rows]
-
-
-def check_ins_due(*, now: datetime, window: SendingWindow, lead: timedelta) -> list[DueCheckIn]:
-    rows = check_in_plan(now=now, window=window, lead=lead).select("user_id, memory_id")
-    return [DueCheckIn(user_id, memory_id) for user_id, memory_id in rows]
-
-
-def episodes_due(*, now: datetime) -> list[DueEpisode]:
-    rows = episode_plan(now=now).select("user_id, week_key")
-    return [DueEpisode(user_id, week_key) for user_id, week_key in rows]

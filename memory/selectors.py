@@ -65,15 +65,6 @@ def pending_proposals_for_user(*, user: User) -> QuerySet[MemoryProposal]:
     )
 
 
-def due_prospective_memories(*, user: User, now: datetime, lead_days: int) -> QuerySet[Memory]:
-    """Open or already raised intentions whose date is within the lead window."""
-    return (
-        memory_list_for_user(user=user)
-        .filter(tier="prospective", status__in=["open", "raised"], due_at__lte=now + timedelta(days=lead_days))
-        .order_by("due_at")
-    )
-
-
 def recently_forgotten_for_user(*, user: User, now: datetime, days: int) -> QuerySet[MemoryEvent]:
     """Evictions of the last `days` days that can still be undone, newest first.
 
