@@ -162,13 +162,18 @@ def test_the_same_words_later_on_are_a_new_message(client_of: Client, user: User
     assert Message.objects.filter(session=session, role="user").count() == 2
 
 
-def test_ending_a_session_summarises_it(client_of: Client, user: User, model_server) -> None:
+def test_ending_a_session_summarises_it(
+    client_of: Client, user: User, model_server, celery_eager: None, django_capture_on_commit_callbacks
+) -> None:
     session = make_session(user, "I ran 5 km today", "Great work.")
 
-    client_of.post(f"/chat/{session.pk}/end")
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client_of.post(f"/chat/{session.pk}/end")
 
+    assert response.status_code == 302 and response.url == "/"
     session.refresh_from_db()
     assert session.ended_at is not None
+    assert session.summary and session.summarised_at is not None
 
 
 @pytest.mark.parametrize(
