@@ -22,7 +22,7 @@ from django.db import models
 from pgvector.django import VectorField
 
 from accounts.models import User
-from accounts.selectors import WRITTEN_BY
+from accounts.pages import WRITTEN_BY
 from coach.models import ChatSession, Message
 from emails.models import Email, EmailPreference
 from memory.models import Memory, MemoryEvent, MemoryProposal

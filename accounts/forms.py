@@ -14,10 +14,11 @@ from zoneinfo import available_timezones
 from django import forms
 from django.conf import settings
 
-from accounts.selectors import COMMUNICATION, COMMUNICATION_LABEL
+from accounts.pages import COMMUNICATION, COMMUNICATION_LABEL
+from accounts.services import QUESTIONS
 from emails.models import EmailPreference
+from memory.drafts import MemoryDraft
 from memory.models import SUMMARY_MAX_CHARS, Category, ProspectiveStatus, Tier
-from memory.services import MemoryDraft
 
 # A due date is a day; the coach raises it in the morning of that day.
 DUE_TIME = time(9, 0)
@@ -194,3 +195,21 @@ class EmailPreferenceForm(forms.ModelForm):
         if start is not None and end is not None and start == end:
             self.add_error("quiet_end", "Quiet hours need an end different from their start.")
         return cleaned
+
+
+class OnboardingForm(forms.Form):
+    time_zone = forms.CharField(required=False, widget=forms.HiddenInput)
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        for question in QUESTIONS:
+            self.fields[question.key] = forms.CharField(
+                label=question.label,
+                help_text=question.help,
+                required=False,
+                max_length=settings.MEMORY_CONTENT_MAX_CHARS,
+                widget=forms.Textarea(attrs={"rows": 2}),
+            )
+
+    def answers(self) -> dict[str, str]:
+        return {q.key: self.cleaned_data[q.key].strip() for q in QUESTIONS if self.cleaned_data.get(q.key, "").strip()}

@@ -1,14 +1,67 @@
-"""Writes the account page makes that belong to no other app: erasing the account.
+"""Writes the account pages make that belong to no other app: the first-login questions,
+and erasing the account.
 
 Memory writes (add, edit, delete, restore, delete all) are memory.services'; email
-preferences are emails.services' (they live beside the ledger the send task reads).
+preferences are emails.preferences' (they live beside the ledger the send task reads).
+The onboarding answers become profile memories with source `onboarding`, so they are
+protected: the coach can never evict them.
 """
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
 from django.db import transaction
+from django.utils import timezone
 
 from accounts.models import User
+from emails.preferences import email_time_zone_set
+from infra import llm
+from memory.drafts import MemoryDraft
+from memory.embeddings import memory_text
+from memory.models import SUMMARY_MAX_CHARS
+from memory.services import memory_save
+
+INJURY_WORDS = re.compile(r"injur|hurt|pain|sprain|torn|broke|shoulder|knee|back|ankle|wrist|hip|elbow|neck")
+
+
+@dataclass(frozen=True)
+class Question:
+    key: str
+    label: str
+    help: str
+    category: str
+    summary_prefix: str
+
+
+QUESTIONS = (
+    Question(
+        "working-on",
+        "What are you working on?",
+        "Training for a race, a book, a career change...",
+        "background",
+        "Working on",
+    ),
+    Question("goals", "What would you like to get out of coaching?", "Your goals, big or small.", "goal", "Goals"),
+    Question(
+        "health",
+        "Injuries, medical conditions or allergies your coach must know about",
+        "For example: bad left shoulder, no overhead pressing; nut allergy.",
+        "safety",
+        "Health",
+    ),
+    Question(
+        "schedule", "Your schedule", "When you can train or work on this, and when you can't.", "schedule", "Schedule"
+    ),
+    Question(
+        "coaching-style",
+        "How do you like to be coached?",
+        "Blunt or gentle, short or detailed...",
+        "feedback",
+        "Coaching style",
+    ),
+)
 
 
 def account_delete(*, user: User) -> None:
@@ -21,3 +74,39 @@ def account_delete(*, user: User) -> None:
     """
     with transaction.atomic():
         User.objects.filter(pk=user.pk).delete()
+
+
+def onboarding_complete(*, user: User, answers: dict[str, str], time_zone: str = "") -> int:
+    """Remember each answer and mark onboarding done. Returns how many were remembered."""
+    drafts = [_draft(question, answers[question.key]) for question in QUESTIONS if question.key in answers]
+    # One embedding call for all answers, made before any transaction opens.
+    embeddings = llm.embed([memory_text(summary=d.summary, content=d.content) for d in drafts])
+    with transaction.atomic():
+        for draft, embedding in zip(drafts, embeddings, strict=True):
+            memory_save(user=user, draft=draft, source="onboarding", actor="user", embedding=embedding)
+        User.objects.filter(pk=user.pk).update(onboarded_at=timezone.now())
+    if time_zone:
+        email_time_zone_set(user=user, time_zone=time_zone)
+    return len(drafts)
+
+
+def onboarding_skip(*, user: User) -> None:
+    User.objects.filter(pk=user.pk).update(onboarded_at=timezone.now())
+
+
+def _draft(question: Question, answer: str) -> MemoryDraft:
+    category = _health_category(answer) if question.key == "health" else question.category
+    summary = f"{question.summary_prefix}: {' '.join(answer.split())}"
+    if len(summary) > SUMMARY_MAX_CHARS:
+        summary = summary[: SUMMARY_MAX_CHARS - 1].rsplit(" ", 1)[0] + "…"
+    return MemoryDraft(key=question.key, tier="profile", category=category, summary=summary, content=answer)
+
+
+def _health_category(answer: str) -> str:
+    # Only for how the memory page labels it: all three are protected categories anyway.
+    text = answer.lower()
+    if "allerg" in text:
+        return "allergy"
+    if INJURY_WORDS.search(text):
+        return "injury"
+    return "medical"

@@ -40,11 +40,11 @@ from django.utils import timezone  # noqa: E402
 
 from accounts.models import User  # noqa: E402
 from bench.queries import QueryCounter  # noqa: E402
-from coach import llm  # noqa: E402
 from coach.models import ChatSession  # noqa: E402
-from coach.offline import ModelServer, offline_embedding  # noqa: E402
 from coach.services import message_post, session_start  # noqa: E402
+from infra import llm  # noqa: E402
 from memory.models import Memory  # noqa: E402
+from offline_coach import ModelServer, offline_embedding  # noqa: E402
 
 REPLY = "Good question. Let's keep it simple this week: three short sessions, and we review on Sunday."
 STREAM_SECONDS = 2.0

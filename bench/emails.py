@@ -32,10 +32,10 @@ from django.utils import timezone  # noqa: E402
 
 from bench.queries import QueryCounter  # noqa: E402
 from coach.celery import app  # noqa: E402
+from emails.planning import emails_hand_out, nudges_plan  # noqa: E402
 from emails.schedule import local_time  # noqa: E402
-from emails.services import emails_hand_out, nudges_plan  # noqa: E402
 from emails.tasks import hand_out_emails, send_email  # noqa: E402
-from memory.encryption import encrypt  # noqa: E402
+from infra.encryption import encrypt  # noqa: E402
 
 GROUPS = ("due", "asleep", "emailed lately")
 

@@ -32,11 +32,12 @@ from pgvector import Vector  # noqa: E402
 from pgvector.psycopg import register_vector  # noqa: E402
 
 from accounts.models import User  # noqa: E402
-from coach.llm import Embedding  # noqa: E402
+from infra.encryption import encrypt  # noqa: E402
+from infra.llm import Embedding  # noqa: E402
 from memory.context import assemble_memory_context  # noqa: E402
-from memory.encryption import encrypt  # noqa: E402
+from memory.drafts import MemoryDraft  # noqa: E402
 from memory.selectors import memories_by_similarity  # noqa: E402
-from memory.services import MemoryDraft, memory_save  # noqa: E402
+from memory.services import memory_save  # noqa: E402
 
 DIMENSIONS = 1024
 PER_USER = 74

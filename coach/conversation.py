@@ -9,26 +9,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cache
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
-from accounts.models import User
+from coach.communication import sent_emails_for
 from coach.models import Message
 from coach.selectors import messages_before
-from memory.context import MemoryContext, assemble_memory_context, estimate_tokens
+from infra.prompts import prompt
+from infra.tokens import estimate_tokens
+from memory.context import MemoryContext, assemble_memory_context
 
-PROMPTS = Path(__file__).resolve().parent / "prompts"
+if TYPE_CHECKING:
+    from accounts.models import User
+
 # More than the history budget ever holds: what is older is dropped without being read.
 HISTORY_MAX_MESSAGES = 40
-
-
-@cache
-def prompt(name: str) -> str:
-    """A prompt file from coach/prompts, without its trailing newline."""
-    return (PROMPTS / f"{name}.md").read_text().strip()
 
 
 @dataclass(frozen=True)
@@ -39,9 +35,9 @@ class Conversation:
 
 
 def system_prompt(*, user: User, now: datetime) -> tuple[str, MemoryContext]:
-    memory = assemble_memory_context(user=user, now=now)
+    memory = assemble_memory_context(user=user, now=now, sent_emails=sent_emails_for(user))
     today = f"Today: {now.date().isoformat()} ({now:%A})"
-    return "\n\n".join([prompt("coach"), today, memory.text]), memory
+    return "\n\n".join([prompt("coach", "coach"), today, memory.text]), memory
 
 
 def conversation_for_turn(*, user: User, message: Message, now: datetime) -> Conversation:

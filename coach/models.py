@@ -6,7 +6,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from memory.encryption import EncryptedTextField
+from infra.encryption import EncryptedTextField
 
 TITLE_MAX_CHARS = 60
 

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import TYPE_CHECKING
+
 from django.db.models import QuerySet
 
-from accounts.models import User
 from coach.models import ChatSession, Message
+
+if TYPE_CHECKING:
+    from accounts.models import User
 
 
 def sessions_for_user(*, user: User) -> QuerySet[ChatSession]:
@@ -28,3 +33,12 @@ def messages_before(*, message: Message, limit: int) -> list[Message]:
     """
     newest = Message.objects.filter(session_id=message.session_id, pk__lt=message.pk).order_by("-pk")[:limit]
     return list(reversed(newest))
+
+
+def summarised_sessions_between(*, user: User, start: datetime, end: datetime) -> list[ChatSession]:
+    """The person's summarised sessions whose last message fell in [start, end), oldest first."""
+    return list(
+        ChatSession.objects.filter(
+            user=user, summarised_at__isnull=False, last_message_at__gte=start, last_message_at__lt=end
+        ).order_by("last_message_at", "pk")
+    )

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from accounts.models import User
 from coach.models import TITLE_MAX_CHARS, ChatSession, Message
+
+if TYPE_CHECKING:
+    from accounts.models import User
 
 # The same text sent again this soon, while the first is still unanswered, is one message
 # sent twice (two clicks, two tabs), not two messages.
@@ -92,14 +95,7 @@ def reply_save(*, message: Message, text: str, now: datetime | None = None) -> M
     """The whole reply; the message it answers is answered."""
     now = now or timezone.now()
     with transaction.atomic():
-        reply = Message.objects.create(
-            session_id=message.session_id,
-            role=Message.Role.ASSISTANT,
-            content=text,
-            status=Message.Status.COMPLETE,
-            reply_to=message,
-            created_at=now,
-        )
+        reply = _reply_create(message, text=text, status=Message.Status.COMPLETE, now=now)
         Message.objects.filter(pk=message.pk).update(status=Message.Status.ANSWERED, error="")
         ChatSession.objects.filter(pk=message.session_id).update(last_message_at=now, updated_at=now)
     return reply
@@ -111,14 +107,7 @@ def reply_fail(*, message: Message, error: str, partial_text: str = "", now: dat
     now = now or timezone.now()
     with transaction.atomic():
         if partial_text.strip():
-            Message.objects.create(
-                session_id=message.session_id,
-                role=Message.Role.ASSISTANT,
-                content=partial_text,
-                status=Message.Status.INTERRUPTED,
-                reply_to=message,
-                created_at=now,
-            )
+            _reply_create(message, text=partial_text, status=Message.Status.INTERRUPTED, now=now)
         Message.objects.filter(pk=message.pk).update(status=Message.Status.FAILED, error=error)
 
 
@@ -159,6 +148,17 @@ def sessions_end_idle(*, now: datetime | None = None) -> int:
 
 def session_summary_save(*, session: ChatSession, summary: str, now: datetime | None = None) -> None:
     ChatSession.objects.filter(pk=session.pk).update(summary=summary, summarised_at=now or timezone.now())
+
+
+def _reply_create(message: Message, *, text: str, status: str, now: datetime) -> Message:
+    return Message.objects.create(
+        session_id=message.session_id,
+        role=Message.Role.ASSISTANT,
+        content=text,
+        status=status,
+        reply_to=message,
+        created_at=now,
+    )
 
 
 def _title_from(text: str) -> str:

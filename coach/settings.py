@@ -14,7 +14,15 @@ from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
-from coach.environment import env_bool, env_float, env_int, env_list, env_required, env_str
+from infra.environment import (
+    DEFAULT_OFFLINE_COACH_URL,
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_required,
+    env_str,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -189,7 +197,7 @@ if email_host:
         }
     }
 elif DEBUG:
-    MAILERS = {"default": {"BACKEND": "coach.console_mail.ReadableConsoleBackend"}}
+    MAILERS = {"default": {"BACKEND": "infra.console_mail.ReadableConsoleBackend"}}
 else:
     raise ImproperlyConfigured("EMAIL_HOST is not set: production sends verification and follow-up mail over SMTP.")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Coach <coach@localhost>")
@@ -205,6 +213,9 @@ CELERY_TIMEZONE = "UTC"
 # A task not acknowledged within this is delivered again: never schedule past it.
 CELERY_VISIBILITY_TIMEOUT_SECONDS = 3600
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_VISIBILITY_TIMEOUT_SECONDS}
+# The minutes of each hour at which nudges are planned (UTC); the account page's "your next
+# note" counts on them.
+EMAIL_NUDGE_PLANNING_MINUTES = (5, 20, 35, 50)
 # What runs on a schedule, in plain words: see each task's docstring. Beat runs as one
 # instance; a second one, or a tick repeated, cannot send an email twice (the ledger's
 # unique key). A planning tick that no worker started within its quarter hour expires:
@@ -223,8 +234,15 @@ CELERY_BEAT_SCHEDULE: dict[str, dict] = {
     # their weekly or twice-weekly nudge, in their sending hours, get one planned.
     "plan-nudges": {
         "task": "emails.tasks.plan_nudges",
-        "schedule": crontab(minute="5,20,35,50"),
+        "schedule": crontab(minute=",".join(str(minute) for minute in EMAIL_NUDGE_PLANNING_MINUTES)),
         "options": {"expires": 14 * 60},
+    },
+    # Every minute: a session summarised since the last tick gets its recap email, for
+    # those who asked for recaps.
+    "plan-session-recaps": {
+        "task": "emails.tasks.plan_session_recaps",
+        "schedule": 60.0,
+        "options": {"expires": 55},
     },
     # Every minute: emails whose time has come (kept back by quiet hours, or whose task
     # was lost) are handed to a worker; claims of workers that died are released.
@@ -268,7 +286,7 @@ if not EMAIL_CLAIM_STALE_SECONDS < CELERY_VISIBILITY_TIMEOUT_SECONDS:
 # The language model. Without OPENAI_API_KEY the app talks to its offline coach.
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
 # Where the offline coach answers when there is no key (the run command starts it there).
-OFFLINE_COACH_URL = env_str("OFFLINE_COACH_URL", "http://127.0.0.1:8001/v1")
+OFFLINE_COACH_URL = env_str("OFFLINE_COACH_URL", DEFAULT_OFFLINE_COACH_URL)
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL") or (None if OPENAI_API_KEY else OFFLINE_COACH_URL)
 COACH_MODEL = env_str("COACH_MODEL") or ("gpt-4.1-mini" if OPENAI_API_KEY else "offline-coach")
 EMBEDDING_MODEL = env_str("EMBEDDING_MODEL") or ("text-embedding-3-small" if OPENAI_API_KEY else "offline-embedding")

@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from coach.health import postgres_problem, redis_problem
 from coach.localservices import LocalServiceError, start_missing_services, stop_services
+from infra.environment import DEFAULT_OFFLINE_COACH_URL
+from infra.health import postgres_problem, redis_problem
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = BASE_DIR / ".data"
@@ -134,10 +135,11 @@ def app_processes(host: str, port: int, data_dir: Path) -> list[ProcessSpec]:
     ]
     if not os.environ.get("OPENAI_API_KEY"):
         offline_url = (
-            os.environ.get("OPENAI_BASE_URL") or os.environ.get("OFFLINE_COACH_URL") or "http://127.0.0.1:8001"
+            os.environ.get("OPENAI_BASE_URL") or os.environ.get("OFFLINE_COACH_URL") or DEFAULT_OFFLINE_COACH_URL
         )
-        offline_port = urlsplit(offline_url).port or 8001
-        specs.append(ProcessSpec("coach", [python, "manage.py", "offline_coach", "--port", str(offline_port)]))
+        where = urlsplit(offline_url)
+        host, port = where.hostname or "127.0.0.1", str(where.port or 80)
+        specs.append(ProcessSpec("coach", [python, "-m", "offline_coach", "--host", host, "--port", port]))
     return specs
 
 

@@ -8,13 +8,12 @@ from datetime import timedelta
 from celery import Task, shared_task
 from django.utils import timezone
 
-from coach import llm
-from coach.conversation import prompt
-from coach.llm import LLMError
 from coach.models import ChatSession, Message
 from coach.selectors import session_messages
 from coach.services import session_summary_save, sessions_end_idle
-from emails.services import session_recap_plan
+from infra import llm
+from infra.llm import LLMError
+from infra.prompts import prompt
 
 logger = logging.getLogger(__name__)
 RETRY_MAX_SECONDS = 600
@@ -58,8 +57,11 @@ def _summarise(session_id: int) -> None:
     if not lines:
         return
     summary = llm.complete(
-        [{"role": "system", "content": prompt("session_summary")}, {"role": "user", "content": "\n".join(lines)}]
+        [
+            {"role": "system", "content": prompt("coach", "session_summary")},
+            {"role": "user", "content": "\n".join(lines)},
+        ]
     )
+    # A summary is a fact the emails app picks up (a recap, the week's episode): the chat
+    # sits below emails and does not call it.
     session_summary_save(session=session, summary=summary)
-    # The recap email, if the person asked for one; it is sent on its own from here.
-    session_recap_plan(session_id=session.pk)

@@ -15,19 +15,21 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
-from accounts.models import User
-from coach import llm
 from coach.conversation import Conversation
-from coach.dbsteps import db_step
-from coach.llm import LLMError, ModelResponse, TextDelta
 from coach.models import Message
 from coach.rendering import render_reply
 from coach.services import reply_fail, reply_save
+from infra import llm
+from infra.dbsteps import db_step
+from infra.llm import LLMError, ModelResponse, TextDelta
 from memory.tools import ToolContext, run_tool, tool_definitions
+
+if TYPE_CHECKING:
+    from accounts.models import User
 
 logger = logging.getLogger(__name__)
 

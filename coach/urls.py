@@ -3,7 +3,6 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import include, path
 
-from accounts import onboarding
 from coach import views
 
 urlpatterns = [
@@ -14,9 +13,9 @@ urlpatterns = [
     path("chat/<int:pk>/messages/<int:message_pk>/reply", views.reply_stream, name="reply_stream"),
     path("chat/<int:pk>/messages/<int:message_pk>/retry", views.reply_retry, name="reply_retry"),
     path("chat/<int:pk>/end", views.session_close, name="session_end"),
-    path("welcome/", onboarding.onboarding, name="onboarding"),
     path("healthz", views.healthz, name="healthz"),
     path("accounts/", include("allauth.urls")),
+    # String includes: the project wiring names each app's URLs without importing them.
     path("", include("accounts.urls")),
     path("", include("emails.urls")),
     path("admin/", admin.site.urls),

@@ -8,6 +8,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
@@ -20,15 +21,17 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from accounts.models import User
 from coach.conversation import Conversation, conversation_for_turn
-from coach.dbsteps import db_step
-from coach.health import database_problem, redis_problem
 from coach.models import ChatSession, Message
 from coach.rendering import render_reply
 from coach.selectors import messages_for_user, session_messages, sessions_for_user
 from coach.services import MessageRejected, message_post, message_retry, session_end, session_start, turn_claim
 from coach.turn import FAILED_RETRYABLE, ReplyDone, ReplyFailed, ReplyText, TurnEvent, stream_turn
+from infra.dbsteps import db_step
+from infra.health import database_problem, redis_problem
+
+if TYPE_CHECKING:
+    from accounts.models import User
 
 SIDEBAR_SESSIONS = 50
 WAIT_FOR_OTHER_TURN_SECONDS = 120

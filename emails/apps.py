@@ -4,3 +4,11 @@ from django.apps import AppConfig
 class EmailsConfig(AppConfig):
     name = "emails"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # The chat sits below this app and never imports it: it is handed, here, how to
+        # read what the coach emailed, for its prompt's communication tier.
+        from coach.communication import sent_emails_reader_set
+        from emails.selectors import sent_emails_for_prompt
+
+        sent_emails_reader_set(sent_emails_for_prompt)

@@ -20,12 +20,12 @@ from django.conf import settings
 from django.template.loader import render_to_string
 from django.utils.text import Truncator
 
-from coach import llm
-from coach.conversation import prompt
-from coach.llm import Embedding
 from emails.models import Email, opening_line
-from emails.selectors import email_closest_recent, emails_recently_sent
+from emails.selectors import email_closest_recent, emails_recently_sent, sent_emails_for_prompt
 from emails.unsubscribe import preferences_url, unsubscribe_url
+from infra import llm
+from infra.llm import Embedding
+from infra.prompts import prompt
 from memory.context import assemble_memory_context
 
 SUBJECT_MAX_CHARS = 120
@@ -102,10 +102,10 @@ def draft_email(*, email: Email, now: datetime) -> WrittenEmail | RepetitiveDraf
 def drafting_messages(*, email: Email, now: datetime) -> list[dict[str, Any]]:
     """The system prompt (instructions, the memory block, the last emails) and the ask."""
     user = email.user
-    system = [prompt("follow_up_email"), f"Today: {now.date().isoformat()} ({now:%A})"]
+    system = [prompt("emails", "follow_up_email"), f"Today: {now.date().isoformat()} ({now:%A})"]
     if user.name:
         system.append(f"Name: {user.name}")
-    system.append(assemble_memory_context(user=user, now=now).text)
+    system.append(assemble_memory_context(user=user, now=now, sent_emails=sent_emails_for_prompt(user)).text)
     previous = emails_recently_sent(user=user)
     if previous:
         system.append(

@@ -11,7 +11,8 @@ from django.utils import timezone
 from django.utils.text import Truncator
 from pgvector.django import VectorField
 
-from memory.encryption import EncryptedTextField
+from emails.schedule import SendingHours
+from infra.encryption import EncryptedTextField
 
 OPENING_MAX_CHARS = 120
 
@@ -33,6 +34,11 @@ class EmailPreference(models.Model):
 
     def __str__(self) -> str:
         return f"email preferences of {self.user_id}"
+
+    @property
+    def hours(self) -> SendingHours:
+        """When the person may be written to, as the sending rule reads it."""
+        return SendingHours(time_zone=self.time_zone, quiet_start=self.quiet_start, quiet_end=self.quiet_end)
 
 
 class Email(models.Model):

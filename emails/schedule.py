@@ -11,6 +11,8 @@ database, no clock (`now` is always a parameter), so it can be checked over any 
    ledger's unique key allows one email per period, whoever plans it how often.
 3. A check-in about an intention goes when its date is within the lead window and the
    person has had no nudge or check-in in the last CHECK_IN_MIN_GAP.
+4. The next nudge is planned at the first planning tick at which rule 2 holds and whose
+   period has none yet: what the account page tells the person to expect.
 
 emails/selectors.py states rules 1 and 2 again in SQL, for every person at once; a test
 holds the two to agreement over a generated population.
@@ -18,6 +20,7 @@ holds the two to agreement over a generated population.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo
@@ -130,6 +133,45 @@ def nudge_due(now: datetime, person: NudgeFacts, window: SendingWindow) -> str |
     if not may_email_at(now, person.hours, window):
         return None
     return nudge_period_key(now, time_zone=person.hours.time_zone, frequency=person.frequency)
+
+
+def next_nudge_time(
+    now: datetime,
+    person: NudgeFacts,
+    window: SendingWindow,
+    *,
+    last_nudge_period: str | None,
+    planning_minutes: Sequence[int],
+) -> datetime | None:
+    """When the person's next nudge will be planned: the first planning tick from `now` on
+    (the minutes of each hour at which planning runs) at which `nudge_due` holds and whose
+    period is not the one their last nudge took. None when they get no nudges at all, or
+    their quiet hours leave no time for one.
+
+    A walk over ticks, four an hour for a period and a gap at most (about 1,300 steps): it
+    answers one person's account page, never planning."""
+    if person.frequency not in MIN_GAP or person.unsubscribed or not person.has_chatted:
+        return None
+    minutes = sorted(set(planning_minutes))
+    # Planning runs on UTC's clock (CELERY_TIMEZONE), so its ticks are UTC minutes.
+    moment = _tick_at_or_after(now.astimezone(UTC), minutes)
+    horizon = now + MIN_GAP[person.frequency] + timedelta(days=8)
+    while moment <= horizon:
+        period = nudge_due(moment, person, window)
+        if period is not None and period != last_nudge_period:
+            return moment
+        moment = _tick_at_or_after(moment + timedelta(minutes=1), minutes)
+    return None
+
+
+def _tick_at_or_after(moment: datetime, minutes: Sequence[int]) -> datetime:
+    start = moment if moment.second == 0 and moment.microsecond == 0 else moment + timedelta(minutes=1)
+    start = start.replace(second=0, microsecond=0)
+    hour = start.replace(minute=0)
+    for minute in minutes:
+        if minute >= start.minute:
+            return hour.replace(minute=minute)
+    return hour + timedelta(hours=1, minutes=minutes[0])
 
 
 def check_in_due(

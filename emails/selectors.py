@@ -11,15 +11,29 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.db import connection
+from django.db.models import Exists, OuterRef, QuerySet
 from pgvector.django import CosineDistance
 
-from accounts.models import User
-from coach.models import ChatSession
+from coach.models import ChatSession, Message
 from emails.models import Email, EmailPreference
-from emails.schedule import CHECK_IN_MIN_GAP, EPISODE_LOCAL_HOUR, EPISODE_LOCAL_WEEKDAY, MIN_GAP, SendingWindow
+from emails.schedule import (
+    CHECK_IN_MIN_GAP,
+    EPISODE_LOCAL_HOUR,
+    EPISODE_LOCAL_WEEKDAY,
+    MIN_GAP,
+    NudgeFacts,
+    SendingWindow,
+    next_nudge_time,
+)
+from memory.context import SentEmail
+from memory.models import ProspectiveStatus, Tier
+
+if TYPE_CHECKING:
+    from accounts.models import User
 
 # How many of the last emails a draft is compared with and is shown, so none repeats them.
 LAST_EMAILS = 5
@@ -33,13 +47,32 @@ class DueNudge:
     period_key: str
 
 
-def emails_recently_sent(*, user: User, limit: int = LAST_EMAILS) -> list[Email]:
-    """The person's last sent emails, newest first: the communication tier of every prompt."""
-    return list(
+def emails_sent_to_user(*, user: User) -> QuerySet[Email]:
+    """The communication tier: every email sent to the person, newest first (no vectors,
+    no HTML loaded)."""
+    return (
         Email.objects.filter(user=user, status=Email.Status.SENT)
         .defer("embedding", "body_html")
-        .order_by("-sent_at", "-pk")[:limit]
+        .order_by("-sent_at", "-created_at", "-pk")
     )
+
+
+def emails_recently_sent(*, user: User, limit: int = LAST_EMAILS) -> list[Email]:
+    """The person's last sent emails, newest first: the communication tier of every prompt."""
+    return list(emails_sent_to_user(user=user)[:limit])
+
+
+def sent_emails_for_prompt(user: User) -> list[SentEmail]:
+    """The last emails sent to the person as a prompt's memory block quotes them."""
+    return [
+        SentEmail(
+            sent_on=email.when.date(),
+            kind=email.get_kind_display(),
+            subject=email.subject or "",
+            first_line=email.first_line,
+        )
+        for email in emails_recently_sent(user=user)
+    ]
 
 
 def email_closest_recent(*, user: User, vector: list[float], model: str) -> tuple[Email, float] | None:
@@ -59,17 +92,50 @@ def email_for_sending(*, email_id: int) -> Email | None:
     return Email.objects.select_related("user", "memory", "session").filter(pk=email_id).first()
 
 
-def email_preference_of(*, user: User) -> EmailPreference:
+def email_preference_for_user(*, user: User) -> EmailPreference:
     """The person's preferences as they stand now; the defaults, unsaved, until first saved."""
     return EmailPreference.objects.filter(user=user).first() or EmailPreference(user=user)
 
 
-def sessions_of_week(*, user: User, start: datetime, end: datetime) -> list[ChatSession]:
-    """The person's summarised sessions whose last message fell in [start, end), oldest first."""
+def next_nudge_for_user(*, user: User, now: datetime, window: SendingWindow) -> datetime | None:
+    """When the person's next nudge will be planned, by the sending rule (emails/schedule.py)
+    over what the ledger and the chat hold of them; None when no nudge is coming."""
+    preference = email_preference_for_user(user=user)
+    unprompted = Email.objects.filter(user=user, kind__in=UNPROMPTED_KINDS).order_by("-created_at", "-pk")
+    last_emailed = unprompted.values_list("created_at", flat=True).first()
+    last_nudge_period = unprompted.filter(kind=Email.Kind.NUDGE).values_list("period_key", flat=True).first()
+    person = NudgeFacts(
+        hours=preference.hours,
+        frequency=preference.frequency,
+        unsubscribed=preference.unsubscribed_at is not None,
+        has_chatted=has_chatted(user=user),
+        last_emailed_at=last_emailed,
+    )
+    return next_nudge_time(
+        now,
+        person,
+        window,
+        last_nudge_period=last_nudge_period,
+        planning_minutes=settings.EMAIL_NUDGE_PLANNING_MINUTES,
+    )
+
+
+def has_chatted(*, user: User) -> bool:
+    """Whether the person has written to their coach at least once (nudges wait for it)."""
+    return ChatSession.objects.filter(user=user, messages__role=Message.Role.USER).exists()
+
+
+def recaps_wanted(*, since: datetime) -> list[int]:
+    """Sessions summarised since `since` whose person wants recaps and may be emailed,
+    and that have no recap planned yet: the ids, oldest summary first."""
+    wants = EmailPreference.objects.filter(user=OuterRef("user"), session_summaries=True, unsubscribed_at__isnull=True)
+    planned = Email.objects.filter(kind=Email.Kind.SESSION_SUMMARY, session=OuterRef("pk"))
     return list(
-        ChatSession.objects.filter(
-            user=user, summarised_at__isnull=False, last_message_at__gte=start, last_message_at__lt=end
-        ).order_by("last_message_at", "pk")
+        ChatSession.objects.filter(summarised_at__gte=since)
+        .filter(Exists(wants))
+        .exclude(Exists(planned))
+        .order_by("summarised_at", "pk")
+        .values_list("pk", flat=True)
     )
 
 
@@ -132,8 +198,10 @@ _NUDGE_GAP = (
     "CASE people.frequency WHEN %(weekly)s THEN %(weekly_gap)s WHEN %(twice_weekly)s THEN %(twice_weekly_gap)s END"
 )
 
-# The statements below are put together from this module's own constants only; every
-# value in them is a parameter.
+# The statements below are put together from this module's own constants only. Every
+# value the app's models define (kinds, roles, tiers, statuses, the preference defaults)
+# and every number of the rule is a parameter; only date formats and key prefixes
+# ('week-', 'IYYY-IW') are written in.
 
 _DUE_NUDGES = f"""due_nudges AS (
     SELECT people.user_id,
@@ -149,7 +217,7 @@ _DUE_NUDGES = f"""due_nudges AS (
       AND EXISTS (
           SELECT 1 FROM coach_chatsession session
           JOIN coach_message message ON message.session_id = session.id
-          WHERE session.user_id = people.user_id AND message.role = 'user'
+          WHERE session.user_id = people.user_id AND message.role = %(user_role)s
       )
 )"""  # noqa: S608
 
@@ -157,8 +225,8 @@ _DUE_CHECK_INS = f"""due_check_ins AS (
     SELECT DISTINCT ON (memory.user_id) memory.user_id, memory.id AS memory_id
     FROM memory_memory memory
     JOIN people ON people.user_id = memory.user_id
-    WHERE memory.tier = 'prospective'
-      AND memory.status = 'open'
+    WHERE memory.tier = %(prospective)s
+      AND memory.status = %(open)s
       AND memory.due_at > %(now)s
       AND memory.due_at <= %(now)s::timestamptz + %(lead)s
       AND people.frequency <> %(off)s
@@ -206,6 +274,9 @@ def _parameters(now: datetime, window: SendingWindow | None = None, lead: timede
         "twice_weekly": Frequency.TWICE_WEEKLY.value,
         "off": Frequency.OFF.value,
         "check_in": Email.Kind.CHECK_IN.value,
+        "user_role": Message.Role.USER.value,
+        "prospective": Tier.PROSPECTIVE.value,
+        "open": ProspectiveStatus.OPEN.value,
         "weekly_gap": MIN_GAP[Frequency.WEEKLY],
         "twice_weekly_gap": MIN_GAP[Frequency.TWICE_WEEKLY],
         "check_in_gap": CHECK_IN_MIN_GAP,

@@ -12,18 +12,17 @@ import logging
 from celery import Task, shared_task
 from django.conf import settings
 
-from coach.llm import LLMError
-from emails.services import (
-    EmailTemporaryFailure,
+from emails.planning import (
     check_ins_plan,
-    email_give_up,
-    email_send,
     emails_dispatch_due,
     emails_hand_out,
     nudges_plan,
+    session_recaps_plan,
     weekly_episode_write,
     weekly_episodes_plan,
 )
+from emails.sending import EmailTemporaryFailure, email_give_up, email_send
+from infra.llm import LLMError
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +45,12 @@ def plan_nudges() -> int:
     """Every quarter hour: everyone due a nudge (by their frequency and their last email),
     in their sending hours, who has chatted and not unsubscribed, gets one planned."""
     return nudges_plan()
+
+
+@shared_task(ignore_result=True)
+def plan_session_recaps() -> int:
+    """Every minute: a session summarised lately gets its recap, for those who asked."""
+    return session_recaps_plan()
 
 
 @shared_task(ignore_result=True)

@@ -14,7 +14,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
-from emails.services import email_unsubscribe
+from emails.preferences import email_unsubscribe
 from emails.unsubscribe import user_id_from_token
 
 

@@ -8,8 +8,10 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from infra.admin import ReadOnlyAdmin
+from memory.drafts import MemoryDraft
 from memory.models import Memory, MemoryEvent, MemoryProposal
-from memory.services import MemoryDraft, memory_delete, memory_save
+from memory.services import memory_delete, memory_save
 
 
 class ProtectedFilter(admin.SimpleListFilter):
@@ -45,7 +47,7 @@ class MemoryAdmin(admin.ModelAdmin):
     list_filter = ["tier", "category", "source", ProtectedFilter]
     search_fields = ["key", "user__email"]
     list_select_related = ["user"]
-    raw_id_fields = ["user", "session", "message"]
+    raw_id_fields = ["user"]
     fields = ["user", "key", "tier", "category", "source", "summary", "content", "due_at", "status"]
     readonly_fields = ["embedding_model", "version", "created_at", "updated_at"]
     inlines = [MemoryEventInline]
@@ -77,21 +79,12 @@ class MemoryAdmin(admin.ModelAdmin):
 
 
 @admin.register(MemoryEvent)
-class MemoryEventAdmin(admin.ModelAdmin):
+class MemoryEventAdmin(ReadOnlyAdmin):
+    # Append-only: history is read here, never written.
     list_display = ["created_at", "user", "key", "actor", "action"]
     list_filter = ["action", "actor"]
     search_fields = ["key", "user__email"]
     list_select_related = ["user"]
-
-    # Append-only: history is read here, never written.
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(MemoryProposal)

@@ -16,26 +16,26 @@ nonce: memory text cannot close the block, and the prompt says it is data, not o
 from __future__ import annotations
 
 import json
-import math
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 
-from accounts.models import User
-from emails.models import Email
-from emails.selectors import emails_recently_sent
+from infra.tokens import estimate_tokens
 from memory.models import Category, Memory, ProspectiveStatus, Source, Tier
 from memory.selectors import memory_list_for_user
+
+if TYPE_CHECKING:
+    from accounts.models import User
 
 STAGES = (
     ("new", 0, 2, "listen more than you coach: learn who they are, what they are working on and what they hope for"),
     ("developing", 3, 10, "tailor suggestions and refer back to earlier conversations naturally"),
     ("established", 11, None, "be direct, notice patterns across sessions and gently name avoidance"),
 )
-CHARS_PER_TOKEN = 4
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,17 @@ class ContextItem:
     label: str
     tokens: int
     included: bool
+
+
+@dataclass(frozen=True)
+class SentEmail:
+    """One email of the communication tier, as the prompt quotes it. The emails app makes
+    these; memory sits below it and is handed them by whoever assembles a prompt."""
+
+    sent_on: date
+    kind: str
+    subject: str
+    first_line: str
 
 
 @dataclass(frozen=True)
@@ -60,12 +71,6 @@ class MemoryContext:
         return tuple(item for item in self.items if not item.included)
 
 
-def estimate_tokens(text: str) -> int:
-    # About four characters a token for English; no tokenizer download is needed, and
-    # the budget only has to be roughly right.
-    return math.ceil(len(text) / CHARS_PER_TOKEN)
-
-
 def relationship_stage(memory_count: int) -> str:
     for name, low, high, _ in STAGES:
         if memory_count >= low and (high is None or memory_count <= high):
@@ -73,8 +78,13 @@ def relationship_stage(memory_count: int) -> str:
     raise ValueError(memory_count)
 
 
-def assemble_memory_context(*, user: User, now: datetime, budget_tokens: int | None = None) -> MemoryContext:
-    """The memory block of one request's system prompt, and what it left out."""
+def assemble_memory_context(
+    *, user: User, now: datetime, sent_emails: Sequence[SentEmail] = (), budget_tokens: int | None = None
+) -> MemoryContext:
+    """The memory block of one request's system prompt, and what it left out.
+
+    `sent_emails` is the communication tier, newest first, from the caller: the emails
+    app sits above memory, so memory is told what was sent rather than asking."""
     budget = settings.MEMORY_CONTEXT_BUDGET_TOKENS if budget_tokens is None else budget_tokens
     memories = sorted(memory_list_for_user(user=user), key=lambda m: (m.updated_at, m.key), reverse=True)
     stage = relationship_stage(len(memories))
@@ -106,8 +116,8 @@ def assemble_memory_context(*, user: User, now: datetime, budget_tokens: int | N
         for memory in members:
             add(name, memory.key, _index_line(memory) if name == "index" else _full(memory))
     builder.section("emails", "# emails you sent them lately, newest first: never repeat one")
-    for email in emails_recently_sent(user=user):
-        builder.fit("emails", email.subject or "", _email_line(email))
+    for email in sent_emails:
+        builder.fit("emails", email.subject, _email_line(email))
     builder.always("block", "end", f"<<END MEMORIES {nonce}>>")
     return builder.result(stage)
 
@@ -179,12 +189,12 @@ def _full(memory: Memory) -> str:
     return _line(fields)
 
 
-def _email_line(email: Email) -> str:
+def _email_line(email: SentEmail) -> str:
     # No "key": an email is what was said to the person, not a note to recall.
     return _line(
         {
-            "email_sent": email.when.date().isoformat(),
-            "kind": email.get_kind_display(),
+            "email_sent": email.sent_on.isoformat(),
+            "kind": email.kind,
             "subject": email.subject,
             "first_line": email.first_line,
         }

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from coach import llm
-from coach.llm import Embedding
+from infra import llm
+from infra.llm import Embedding
 
 
 def memory_text(*, summary: str, content: str) -> str:

@@ -14,7 +14,7 @@ from django.db.models import Q
 from django.utils import timezone
 from pgvector.django import VectorField
 
-from memory.encryption import EncryptedTextField
+from infra.encryption import EncryptedTextField
 from memory.policy import PROTECTED_CATEGORIES, USER_SOURCES, MemoryFacts, is_protected
 
 SUMMARY_MAX_CHARS = 150
@@ -88,8 +88,10 @@ class Memory(models.Model):
     due_at = models.DateTimeField(null=True, blank=True)
     status = models.CharField(max_length=16, choices=ProspectiveStatus.choices, blank=True)
     raised_at = models.DateTimeField(null=True, blank=True)
-    session = models.ForeignKey("coach.ChatSession", on_delete=models.DB_SET_NULL, null=True, blank=True)
-    message = models.ForeignKey("coach.Message", on_delete=models.DB_SET_NULL, null=True, blank=True)
+    # Where the coach learned it: the chat's session and message ids, as plain numbers.
+    # Memory sits below the chat (DESIGN.md section 7) and holds no reference to its tables.
+    session_id = models.BigIntegerField(null=True, blank=True)
+    message_id = models.BigIntegerField(null=True, blank=True)
     # Bumped on every change: a proposal applies only to the version it was made against.
     version = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(default=timezone.now)

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from django.db.models import Exists, OuterRef, QuerySet
 from pgvector.django import CosineDistance
 
-from accounts.models import User
 from memory.models import Memory, MemoryEvent, MemoryProposal
 from memory.policy import MemoryFacts
+
+if TYPE_CHECKING:
+    from accounts.models import User
 
 
 @dataclass(frozen=True)

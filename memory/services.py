@@ -1,123 +1,45 @@
-"""Writing memories.
+"""Writing memories: the coach's saves, the person's own additions and corrections,
+deletions, restores and the marks a check-in leaves.
 
-Every change runs in one transaction with the user's row locked, applies the eviction
-policy in that same transaction, and appends a MemoryEvent; so the ceiling is an
-invariant, not an eventual state, even with concurrent writers. Embeddings are computed
-before a transaction opens: no model call ever holds a lock.
+Every change runs in one transaction with the person's row locked, applies the eviction
+policy in that same transaction, and appends a MemoryEvent (memory.store); so the ceiling
+is an invariant, not an eventual state, even with concurrent writers. Embeddings are
+computed before a transaction opens: no model call ever holds a lock.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 from django.utils.text import slugify
 
-from accounts.models import User
-from coach import llm
-from coach.llm import Embedding
-from memory.embeddings import embed_memory, memory_text
-from memory.models import (
-    KEY_MAX_CHARS,
-    SUMMARY_MAX_CHARS,
-    Category,
-    Memory,
-    MemoryEvent,
-    MemoryProposal,
-    ProspectiveStatus,
-    Source,
-    Tier,
+from infra import llm
+from infra.llm import Embedding
+from memory.drafts import (
+    MemoryDraft,
+    MemoryIsProtected,
+    MemoryNotFound,
+    MemoryNotRestorable,
+    ProposalOutdated,
+    validate_draft,
 )
-from memory.policy import Eviction, plan_eviction
-from memory.selectors import memory_facts_for_user
+from memory.embeddings import embed_memory, memory_text
+from memory.models import Memory, MemoryEvent, MemoryProposal, ProspectiveStatus, Source, Tier
+from memory.policy import Eviction
+from memory.store import apply_draft, apply_eviction_policy, erase_for_user, lock_user, record_event
 
-KEY_PATTERN = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+if TYPE_CHECKING:
+    from accounts.models import User
+
 # Leaves room for a "-2" suffix within KEY_MAX_CHARS when the same words are added twice.
 _ADDED_KEY_MAX_CHARS = 40
 Actor = MemoryEvent.Actor
-
-
-class MemoryWriteError(Exception):
-    """A write that cannot be made; the message is fit to show the writer."""
-
-
-class MemoryInvalid(MemoryWriteError):
-    def __init__(self, errors: dict[str, str]) -> None:
-        super().__init__("; ".join(f"{field}: {message}" for field, message in errors.items()))
-        self.errors = errors
-
-
-class MemoryNotFound(MemoryWriteError):
-    pass
-
-
-class MemoryIsProtected(MemoryWriteError):
-    """The coach tried to rewrite or delete a memory only the user may change."""
-
-
-class ProposalOutdated(MemoryWriteError):
-    pass
-
-
-class MemoryNotRestorable(MemoryWriteError):
-    """A forgotten memory that cannot come back: too old, already back, or its key taken."""
-
-
-@dataclass(frozen=True)
-class MemoryDraft:
-    """A memory's fields as a writer wants them."""
-
-    key: str
-    tier: str
-    category: str
-    summary: str
-    content: str
-    due_at: datetime | None = None
-    status: str = ""
-
-    def to_json(self) -> str:
-        return json.dumps(
-            {
-                "key": self.key,
-                "tier": self.tier,
-                "category": self.category,
-                "summary": self.summary,
-                "content": self.content,
-                "due_at": self.due_at.isoformat() if self.due_at else None,
-                "status": self.status,
-            }
-        )
-
-    @classmethod
-    def from_fields(cls, fields: dict[str, Any]) -> MemoryDraft:
-        return cls(
-            key=fields["key"],
-            tier=fields["tier"],
-            category=fields["category"],
-            summary=fields["summary"],
-            content=fields["content"],
-            due_at=parse_datetime(fields["due_at"]) if fields.get("due_at") else None,
-            status=fields.get("status") or "",
-        )
-
-    @classmethod
-    def of(cls, memory: Memory) -> MemoryDraft:
-        return cls(
-            key=memory.key,
-            tier=memory.tier,
-            category=memory.category,
-            summary=memory.summary,
-            content=memory.content,
-            due_at=memory.due_at,
-            status=memory.status,
-        )
 
 
 @dataclass(frozen=True)
@@ -125,44 +47,6 @@ class WriteOutcome:
     memory: Memory
     created: bool
     evicted: tuple[Eviction, ...] = ()
-
-
-def validate_draft(draft: MemoryDraft, *, now: datetime, due_may_be_past: bool = False) -> MemoryDraft:
-    """The draft with its text tidied, or MemoryInvalid naming every problem."""
-    draft = replace(
-        draft, key=draft.key.strip(), summary=" ".join(draft.summary.split()), content=draft.content.strip()
-    )
-    errors: dict[str, str] = {}
-    if not KEY_PATTERN.match(draft.key) or len(draft.key) > KEY_MAX_CHARS:
-        errors["key"] = f"use lowercase words joined by hyphens, at most {KEY_MAX_CHARS} characters"
-    if draft.tier not in Tier.values:
-        errors["tier"] = f"must be one of {', '.join(Tier.values)}"
-    if draft.category not in Category.values:
-        errors["category"] = f"must be one of {', '.join(Category.values)}"
-    if not draft.summary:
-        errors["summary"] = "must not be empty"
-    elif len(draft.summary) > SUMMARY_MAX_CHARS:
-        errors["summary"] = f"is {len(draft.summary)} characters; at most {SUMMARY_MAX_CHARS}"
-    if not draft.content:
-        draft = replace(draft, content=draft.summary)
-    elif len(draft.content) > settings.MEMORY_CONTENT_MAX_CHARS:
-        errors["content"] = f"is {len(draft.content)} characters; at most {settings.MEMORY_CONTENT_MAX_CHARS}"
-    if draft.tier == Tier.PROSPECTIVE:
-        if draft.due_at is None:
-            errors["due_at"] = "a prospective memory needs the date to bring it up"
-        elif timezone.is_naive(draft.due_at):
-            errors["due_at"] = "give a time zone (for example 2026-06-01T09:00:00Z)"
-        elif draft.due_at <= now and not due_may_be_past:
-            errors["due_at"] = "is in the past; a prospective memory is about something still to come"
-        if draft.status not in ProspectiveStatus.values:
-            draft = replace(draft, status=ProspectiveStatus.OPEN)
-    else:
-        if draft.due_at is not None:
-            errors["due_at"] = "only prospective memories have a due date"
-        draft = replace(draft, status="")
-    if errors:
-        raise MemoryInvalid(errors)
-    return draft
 
 
 def memory_save(
@@ -189,7 +73,7 @@ def memory_save(
     if embedding is None:
         embedding = embed_memory(summary=draft.summary, content=draft.content)
     with transaction.atomic():
-        _lock_user(user)
+        lock_user(user)
         memory = Memory.objects.select_for_update().filter(user=user, key=draft.key).first()
         if memory is None:
             memory = Memory(user=user, key=draft.key, source=source, created_at=now, version=0)
@@ -201,12 +85,12 @@ def memory_save(
             action = MemoryEvent.Action.MERGED if merged else MemoryEvent.Action.UPDATED
             if source != Source.COACH:
                 memory.source = source
-        _apply(memory, draft, embedding=embedding, now=now)
+        apply_draft(memory, draft, embedding=embedding, now=now)
         if session_id is not None:
             memory.session_id, memory.message_id = session_id, message_id
         memory.save()
-        _record(memory, actor=actor, action=action, reason=reason, before=before, after=memory.snapshot(), now=now)
-        evicted = _apply_eviction_policy(user=user, now=now)
+        record_event(memory, actor=actor, action=action, reason=reason, before=before, after=memory.snapshot(), now=now)
+        evicted = apply_eviction_policy(user=user, now=now)
     return WriteOutcome(memory=memory, created=before is None, evicted=evicted)
 
 
@@ -224,7 +108,7 @@ def memory_edit_by_user(
     stale = current.embedding is None or current.embedding_model != settings.EMBEDDING_MODEL
     embedding = embed_memory(summary=draft.summary, content=draft.content) if text_changed or stale else None
     with transaction.atomic():
-        _lock_user(user)
+        lock_user(user)
         memory = Memory.objects.select_for_update().filter(user=user, key=key).first()
         if memory is None:
             raise MemoryNotFound("This memory is gone: it was deleted or forgotten meanwhile.")
@@ -232,9 +116,9 @@ def memory_edit_by_user(
             raise ProposalOutdated("This memory changed while you were editing it; review it and try again.")
         before = memory.snapshot()
         memory.source = Source.MANUAL
-        _apply(memory, draft, embedding=embedding, now=now)
+        apply_draft(memory, draft, embedding=embedding, now=now)
         memory.save()
-        _record(
+        record_event(
             memory, actor=Actor.USER, action=MemoryEvent.Action.UPDATED, before=before, after=memory.snapshot(), now=now
         )
     return memory
@@ -245,104 +129,31 @@ def memory_delete(*, user: User, key: str, actor: str, reason: str = "", now: da
     is blanked too: what they asked to be forgotten is not kept anywhere."""
     now = now or timezone.now()
     with transaction.atomic():
-        _lock_user(user)
+        lock_user(user)
         memory = Memory.objects.select_for_update().filter(user=user, key=key).first()
         if memory is None:
             raise MemoryNotFound(f"There is no memory '{key}'.")
         if actor == Actor.COACH and memory.is_protected:
             raise MemoryIsProtected(f"'{key}' is protected: the coach may only propose deleting it")
         if actor == Actor.USER:
-            _erase_for_user(memory, action=MemoryEvent.Action.DELETED, now=now)
+            erase_for_user(memory, action=MemoryEvent.Action.DELETED, now=now)
         else:
             snapshot = memory.snapshot()
-            _record(memory, actor=actor, action=MemoryEvent.Action.DELETED, reason=reason, before=snapshot, now=now)
+            record_event(
+                memory, actor=actor, action=MemoryEvent.Action.DELETED, reason=reason, before=snapshot, now=now
+            )
             memory.delete()
 
 
 def memory_delete_all(*, user: User) -> int:
     """Forget everything about the user, history text included. Returns how many went."""
     with transaction.atomic():
-        _lock_user(user)
+        lock_user(user)
         count = Memory.objects.filter(user=user).count()
         MemoryProposal.objects.filter(user=user).delete()
         MemoryEvent.objects.filter(user=user).delete()
         Memory.objects.filter(user=user).delete()
     return count
-
-
-def proposal_make(*, user: User, memory: Memory, kind: str, draft: MemoryDraft | None, reason: str) -> MemoryProposal:
-    """Ask the user to confirm a change the coach may not make itself."""
-    proposed = draft.to_json() if draft is not None else None
-    with transaction.atomic():
-        _lock_user(user)
-        pending = MemoryProposal.objects.filter(
-            user=user, memory=memory, kind=kind, status=MemoryProposal.Status.PENDING
-        )
-        for existing in pending:
-            if existing.proposed == proposed:
-                return existing
-        proposal = MemoryProposal.objects.create(
-            user=user, memory=memory, kind=kind, proposed=proposed, reason=reason, base_version=memory.version
-        )
-        _record(
-            memory,
-            actor=Actor.COACH,
-            action=MemoryEvent.Action.PROPOSAL_MADE,
-            reason=reason,
-            before=memory.snapshot(),
-            after=proposed,
-        )
-    return proposal
-
-
-def proposal_confirm(*, user: User, proposal_id: int, now: datetime | None = None) -> Memory | None:
-    """Apply exactly the change the user was shown; refuse if the memory changed since.
-    Returns the updated memory, or None when the proposal deleted it."""
-    now = now or timezone.now()
-    proposal = MemoryProposal.objects.select_related("memory").get(
-        user=user, pk=proposal_id, status=MemoryProposal.Status.PENDING
-    )
-    draft = MemoryDraft.from_fields(proposal.proposed_fields()) if proposal.kind == MemoryProposal.Kind.UPDATE else None
-    if draft is not None:
-        draft = validate_draft(draft, now=now, due_may_be_past=True)
-    embedding = embed_memory(summary=draft.summary, content=draft.content) if draft is not None else None
-    with transaction.atomic():
-        _lock_user(user)
-        proposal = MemoryProposal.objects.select_for_update().get(pk=proposal.pk, status=MemoryProposal.Status.PENDING)
-        memory = Memory.objects.select_for_update().get(pk=proposal.memory_id)
-        if memory.version != proposal.base_version:
-            raise ProposalOutdated(
-                "This memory changed after your coach suggested the change; the suggestion no longer applies."
-            )
-        proposal.status, proposal.decided_at = MemoryProposal.Status.CONFIRMED, now
-        proposal.save(update_fields=["status", "decided_at"])
-        before = memory.snapshot()
-        if draft is None:
-            _erase_for_user(memory, action=MemoryEvent.Action.PROPOSAL_CONFIRMED, now=now)
-            return None
-        memory.source = Source.MANUAL
-        _apply(memory, draft, embedding=embedding, now=now)
-        memory.save()
-        _record(
-            memory,
-            actor=Actor.USER,
-            action=MemoryEvent.Action.PROPOSAL_CONFIRMED,
-            before=before,
-            after=memory.snapshot(),
-            now=now,
-        )
-    return memory
-
-
-def proposal_reject(*, user: User, proposal_id: int, now: datetime | None = None) -> None:
-    now = now or timezone.now()
-    with transaction.atomic():
-        proposal = MemoryProposal.objects.select_for_update().get(
-            user=user, pk=proposal_id, status=MemoryProposal.Status.PENDING
-        )
-        proposal.status, proposal.decided_at = MemoryProposal.Status.REJECTED, now
-        proposal.save(update_fields=["status", "decided_at"])
-        _record(proposal.memory, actor=Actor.USER, action=MemoryEvent.Action.PROPOSAL_REJECTED, now=now)
 
 
 def memory_add_by_user(*, user: User, draft: MemoryDraft, now: datetime | None = None) -> Memory:
@@ -356,7 +167,7 @@ def memory_add_by_user(*, user: User, draft: MemoryDraft, now: datetime | None =
     draft = validate_draft(replace(draft, key=wanted), now=now)
     embedding = embed_memory(summary=draft.summary, content=draft.content)
     with transaction.atomic():
-        _lock_user(user)
+        lock_user(user)
         draft = replace(draft, key=_free_key(user, wanted))
         outcome = memory_save(
             user=user, draft=draft, source=Source.USER, actor=Actor.USER, embedding=embedding, now=now
@@ -369,7 +180,7 @@ def memory_keep(*, user: User, key: str, now: datetime | None = None) -> Memory:
     Its text is unchanged, so no embedding call is made."""
     now = now or timezone.now()
     with transaction.atomic():
-        _lock_user(user)
+        lock_user(user)
         memory = Memory.objects.select_for_update().filter(user=user, key=key).first()
         if memory is None:
             raise MemoryNotFound("This memory is gone: it was deleted or forgotten meanwhile.")
@@ -380,7 +191,7 @@ def memory_keep(*, user: User, key: str, now: datetime | None = None) -> Memory:
         memory.version += 1
         memory.updated_at = now
         memory.save(update_fields=["source", "version", "updated_at"])
-        _record(
+        record_event(
             memory,
             actor=Actor.USER,
             action=MemoryEvent.Action.UPDATED,
@@ -413,7 +224,7 @@ def memory_restore(*, user: User, event_id: int, now: datetime | None = None) ->
     draft = validate_draft(MemoryDraft.from_fields(event.before_fields()), now=now, due_may_be_past=True)
     embedding = embed_memory(summary=draft.summary, content=draft.content)
     with transaction.atomic():
-        _lock_user(user)
+        lock_user(user)
         if Memory.objects.filter(user=user, key=draft.key).exists():
             raise MemoryNotRestorable(
                 f"You have a memory named '{draft.key}' again; edit that one instead of restoring this."
@@ -421,9 +232,9 @@ def memory_restore(*, user: User, event_id: int, now: datetime | None = None) ->
         if MemoryEvent.objects.filter(user=user, key=draft.key, created_at__gt=event.created_at).exists():
             raise MemoryNotRestorable("This memory has changed since it was forgotten; it cannot be restored.")
         memory = Memory(user=user, key=draft.key, source=Source.MANUAL, created_at=now, version=0)
-        _apply(memory, draft, embedding=embedding, now=now)
+        apply_draft(memory, draft, embedding=embedding, now=now)
         memory.save()
-        _record(
+        record_event(
             memory,
             actor=Actor.USER,
             action=MemoryEvent.Action.RESTORED,
@@ -431,7 +242,7 @@ def memory_restore(*, user: User, event_id: int, now: datetime | None = None) ->
             after=memory.snapshot(),
             now=now,
         )
-        _apply_eviction_policy(user=user, now=now)
+        apply_eviction_policy(user=user, now=now)
     return memory
 
 
@@ -444,7 +255,7 @@ def prospective_memory_raise(*, user: User, memory_id: int, reason: str, now: da
     open memory (which would reopen it) no longer applies."""
     now = now or timezone.now()
     with transaction.atomic():
-        _lock_user(user)
+        lock_user(user)
         memory = (
             Memory.objects.select_for_update()
             .filter(user=user, pk=memory_id, tier=Tier.PROSPECTIVE, status=ProspectiveStatus.OPEN)
@@ -456,7 +267,7 @@ def prospective_memory_raise(*, user: User, memory_id: int, reason: str, now: da
         memory.status, memory.raised_at = ProspectiveStatus.RAISED, now
         memory.version += 1
         memory.save(update_fields=["status", "raised_at", "version"])
-        _record(
+        record_event(
             memory,
             actor=Actor.COACH,
             action=MemoryEvent.Action.RAISED,
@@ -466,19 +277,6 @@ def prospective_memory_raise(*, user: User, memory_id: int, reason: str, now: da
             now=now,
         )
     return True
-
-
-def weekly_episode_save(*, user: User, key: str, text: str, now: datetime | None = None) -> Memory:
-    """Keep the model's summary of a week as the person's weekly episode under `key`
-    ("week-2026-48"). The eviction policy, applied in the same transaction, keeps the
-    newest MEMORY_MAX_EPISODES of them."""
-    content = text.strip()[: settings.MEMORY_CONTENT_MAX_CHARS]
-    summary = _first_sentence(content, limit=SUMMARY_MAX_CHARS)
-    draft = MemoryDraft(key=key, tier=Tier.EPISODIC, category=Category.EPISODE, summary=summary, content=content)
-    outcome = memory_save(
-        user=user, draft=draft, source=Source.COACH, actor=Actor.COACH, reason="the week, summarised", now=now
-    )
-    return outcome.memory
 
 
 def memories_reembed(*, batch_size: int = 100) -> int:
@@ -504,25 +302,11 @@ def memories_reembed(*, batch_size: int = 100) -> int:
                 embedding=embedding.vector, embedding_model=embedding.model
             )
             if updated:
-                _record(
+                record_event(
                     memory, actor=Actor.SYSTEM, action=MemoryEvent.Action.REEMBEDDED, reason=embedding.model, now=now
                 )
                 done += 1
         after_pk = batch[-1].pk
-
-
-def _lock_user(user: User) -> None:
-    # Serialises every memory write of one user: the eviction plan reads the whole store,
-    # so two concurrent saves must not both plan against the same 60 rows.
-    User.objects.select_for_update().filter(pk=user.pk).values_list("pk", flat=True).get()
-
-
-def _first_sentence(text: str, *, limit: int) -> str:
-    # The index line of a longer note: its first sentence, cut at a word if need be.
-    first = re.split(r"(?<=[.!?])\s", " ".join(text.split()), maxsplit=1)[0]
-    if len(first) <= limit:
-        return first
-    return first[: limit - 1].rsplit(" ", 1)[0].rstrip(",;:") + "\u2026"
 
 
 def _key_from(text: str) -> str:
@@ -538,72 +322,3 @@ def _free_key(user: User, wanted: str) -> str:
     if wanted not in taken:
         return wanted
     return next(f"{wanted}-{n}" for n in range(2, len(taken) + 3) if f"{wanted}-{n}" not in taken)
-
-
-def _apply(memory: Memory, draft: MemoryDraft, *, embedding: Embedding | None, now: datetime) -> None:
-    memory.tier, memory.category = draft.tier, draft.category
-    memory.summary, memory.content = draft.summary, draft.content
-    memory.due_at, memory.status = draft.due_at, draft.status
-    if embedding is not None:
-        memory.embedding, memory.embedding_model = embedding.vector, embedding.model
-    memory.version += 1
-    memory.updated_at = now
-
-
-def _erase_for_user(memory: Memory, *, action: str, now: datetime) -> None:
-    # What the person asked to be forgotten is kept nowhere: not in the row, not in the
-    # text of its history. The events stay, so the history still says what happened.
-    MemoryEvent.objects.filter(user_id=memory.user_id, key=memory.key).update(before=None, after=None, reason="")
-    _record(memory, actor=Actor.USER, action=action, now=now)
-    memory.delete()
-
-
-def _apply_eviction_policy(*, user: User, now: datetime) -> tuple[Eviction, ...]:
-    plan = plan_eviction(
-        memory_facts_for_user(user=user),
-        max_stored=settings.MEMORY_MAX_STORED,
-        max_episodes=settings.MEMORY_MAX_EPISODES,
-    )
-    if not plan:
-        return ()
-    reasons = {eviction.key: eviction.reason for eviction in plan}
-    doomed = list(Memory.objects.filter(user=user, key__in=reasons))
-    assert not any(m.is_protected for m in doomed), "the policy never evicts a protected memory"
-    MemoryEvent.objects.bulk_create(
-        MemoryEvent(
-            user=user,
-            memory=memory,
-            key=memory.key,
-            actor=Actor.SYSTEM,
-            action=MemoryEvent.Action.EVICTED,
-            reason=reasons[memory.key],
-            before=memory.snapshot(),
-            created_at=now,
-        )
-        for memory in doomed
-    )
-    Memory.objects.filter(pk__in=[m.pk for m in doomed]).delete()
-    return tuple(plan)
-
-
-def _record(
-    memory: Memory,
-    *,
-    actor: str,
-    action: str,
-    reason: str = "",
-    before: str | None = None,
-    after: str | None = None,
-    now: datetime | None = None,
-) -> MemoryEvent:
-    return MemoryEvent.objects.create(
-        user_id=memory.user_id,
-        memory=memory if memory.pk else None,
-        key=memory.key,
-        actor=actor,
-        action=action,
-        reason=reason,
-        before=before,
-        after=after,
-        created_at=now or timezone.now(),
-    )

@@ -11,15 +11,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jsonschema
 from django.conf import settings
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
-from accounts.models import User
-from coach.llm import LLMError
+from infra.llm import LLMError
+from memory.drafts import MemoryDraft, MemoryWriteError, validate_draft
 from memory.embeddings import embed_memory, embed_query
 from memory.models import (
     SUMMARY_MAX_CHARS,
@@ -31,8 +31,12 @@ from memory.models import (
     Source,
     Tier,
 )
+from memory.proposals import proposal_make
 from memory.selectors import memories_by_keys, memories_by_similarity, memory_list_for_user
-from memory.services import MemoryDraft, MemoryWriteError, memory_delete, memory_save, proposal_make, validate_draft
+from memory.services import memory_delete, memory_save
+
+if TYPE_CHECKING:
+    from accounts.models import User
 
 WRITE_TOOLS = frozenset({"save_memory", "update_memory", "delete_memory"})
 RECALL_MAX_KEYS = 10

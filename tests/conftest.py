@@ -10,7 +10,7 @@ import pytest
 from django.core.cache import cache
 
 from accounts.models import User
-from coach.offline import ModelServer
+from offline_coach import ModelServer
 from tests.emails.smtp_sink import SmtpSink
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
-import memory.encryption
+import infra.encryption
 
 
 class Migration(migrations.Migration):
@@ -19,8 +19,8 @@ class Migration(migrations.Migration):
             name="ChatSession",
             fields=[
                 ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                ("title", memory.encryption.EncryptedTextField(blank=True, default="")),
-                ("summary", memory.encryption.EncryptedTextField(blank=True, default="")),
+                ("title", infra.encryption.EncryptedTextField(blank=True, default="")),
+                ("summary", infra.encryption.EncryptedTextField(blank=True, default="")),
                 ("created_at", models.DateTimeField(auto_now_add=True)),
                 ("updated_at", models.DateTimeField(auto_now=True)),
                 ("ended_at", models.DateTimeField(blank=True, null=True)),
@@ -39,7 +39,7 @@ class Migration(migrations.Migration):
             fields=[
                 ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
                 ("role", models.CharField(choices=[("user", "User"), ("assistant", "Assistant")], max_length=16)),
-                ("content", memory.encryption.EncryptedTextField()),
+                ("content", infra.encryption.EncryptedTextField()),
                 ("created_at", models.DateTimeField(auto_now_add=True)),
                 (
                     "session",

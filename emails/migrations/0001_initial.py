@@ -8,7 +8,7 @@ import pgvector.django.vector
 from django.conf import settings
 from django.db import migrations, models
 
-import memory.encryption
+import infra.encryption
 
 
 class Migration(migrations.Migration):
@@ -84,9 +84,9 @@ class Migration(migrations.Migration):
                         max_length=16,
                     ),
                 ),
-                ("subject", memory.encryption.EncryptedTextField(blank=True, default="")),
-                ("body_text", memory.encryption.EncryptedTextField(blank=True, default="")),
-                ("body_html", memory.encryption.EncryptedTextField(blank=True, default="")),
+                ("subject", infra.encryption.EncryptedTextField(blank=True, default="")),
+                ("body_text", infra.encryption.EncryptedTextField(blank=True, default="")),
+                ("body_html", infra.encryption.EncryptedTextField(blank=True, default="")),
                 ("embedding", pgvector.django.vector.VectorField(blank=True, null=True)),
                 ("embedding_model", models.CharField(blank=True, max_length=100)),
                 ("send_after", models.DateTimeField(default=django.utils.timezone.now)),

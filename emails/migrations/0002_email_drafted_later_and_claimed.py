@@ -2,7 +2,7 @@
 
 from django.db import migrations, models
 
-import memory.encryption
+import infra.encryption
 
 
 class Migration(migrations.Migration):
@@ -19,16 +19,16 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name="email",
             name="body_html",
-            field=memory.encryption.EncryptedTextField(blank=True, null=True),
+            field=infra.encryption.EncryptedTextField(blank=True, null=True),
         ),
         migrations.AlterField(
             model_name="email",
             name="body_text",
-            field=memory.encryption.EncryptedTextField(blank=True, null=True),
+            field=infra.encryption.EncryptedTextField(blank=True, null=True),
         ),
         migrations.AlterField(
             model_name="email",
             name="subject",
-            field=memory.encryption.EncryptedTextField(blank=True, null=True),
+            field=infra.encryption.EncryptedTextField(blank=True, null=True),
         ),
     ]

@@ -6,7 +6,7 @@ import pgvector.django.vector
 from django.conf import settings
 from django.db import migrations, models
 
-import memory.encryption
+import infra.encryption
 
 
 class Migration(migrations.Migration):
@@ -66,8 +66,8 @@ class Migration(migrations.Migration):
                         max_length=16,
                     ),
                 ),
-                ("summary", memory.encryption.EncryptedTextField()),
-                ("content", memory.encryption.EncryptedTextField()),
+                ("summary", infra.encryption.EncryptedTextField()),
+                ("content", infra.encryption.EncryptedTextField()),
                 ("embedding", pgvector.django.vector.VectorField(blank=True, null=True)),
                 ("embedding_model", models.CharField(blank=True, max_length=100)),
                 ("due_at", models.DateTimeField(blank=True, null=True)),
@@ -139,9 +139,9 @@ class Migration(migrations.Migration):
                         max_length=32,
                     ),
                 ),
-                ("reason", memory.encryption.EncryptedTextField(blank=True, default="")),
-                ("before", memory.encryption.EncryptedTextField(blank=True, null=True)),
-                ("after", memory.encryption.EncryptedTextField(blank=True, null=True)),
+                ("reason", infra.encryption.EncryptedTextField(blank=True, default="")),
+                ("before", infra.encryption.EncryptedTextField(blank=True, null=True)),
+                ("after", infra.encryption.EncryptedTextField(blank=True, null=True)),
                 ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
                 (
                     "memory",
@@ -171,8 +171,8 @@ class Migration(migrations.Migration):
             fields=[
                 ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
                 ("kind", models.CharField(choices=[("update", "Update"), ("delete", "Delete")], max_length=16)),
-                ("proposed", memory.encryption.EncryptedTextField(blank=True, null=True)),
-                ("reason", memory.encryption.EncryptedTextField(blank=True, default="")),
+                ("proposed", infra.encryption.EncryptedTextField(blank=True, null=True)),
+                ("reason", infra.encryption.EncryptedTextField(blank=True, default="")),
                 ("base_version", models.PositiveIntegerField()),
                 (
                     "status",

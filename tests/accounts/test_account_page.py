@@ -3,7 +3,8 @@ allauth's re-authentication."""
 
 from __future__ import annotations
 
-from datetime import time
+from datetime import time, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.test import Client
@@ -11,8 +12,12 @@ from django.utils import timezone
 
 from accounts.models import User
 from emails.models import EmailPreference
+from emails.planning import sending_window
+from emails.selectors import next_nudge_for_user
 from memory.models import Memory, MemoryEvent
+from tests.coach.factories import make_session
 from tests.conftest import PASSWORD
+from tests.emails.factories import make_email, prefer
 from tests.memory.factories import make_memories
 
 pytestmark = pytest.mark.django_db
@@ -39,6 +44,45 @@ def reauthenticate(client: Client) -> None:
 
 
 # Email preferences ----------------------------------------------------------------------
+
+
+def test_the_account_page_says_when_the_next_note_comes_in_the_persons_own_time(client: Client, user: User) -> None:
+    prefer(user, time_zone="Pacific/Chatham", quiet_start=time(23, 0), quiet_end=time(6, 0))
+    make_session(user, "I ran 5k today", "Well done!")
+    make_email(user, period_key="earlier", status="sent", sent_at=timezone.now() - timedelta(days=2))
+    expected_before = next_nudge_for_user(user=user, now=timezone.now(), window=sending_window())
+
+    html = client.get("/account/").content.decode()
+
+    expected_after = next_nudge_for_user(user=user, now=timezone.now(), window=sending_window())
+    shown = {
+        f"{moment.astimezone(ZoneInfo('Pacific/Chatham')):%A %-d %B, %H:%M}"
+        for moment in (expected_before, expected_after)
+        if moment is not None
+    }
+    assert expected_after is not None and expected_after - timezone.now() > timedelta(days=3)
+    assert any(f"Your next note from your coach: <strong>{text}</strong> your time" in html for text in shown)
+    assert "(Pacific/Chatham)" in html
+
+
+@pytest.mark.parametrize(
+    ("fields", "chatted", "says"),
+    [
+        ({"frequency": "off"}, True, "You chose no notes between sessions."),
+        ({"unsubscribed_at": timezone.now()}, True, "You unsubscribed, so your coach sends no notes."),
+        ({}, False, "Your first note comes after your first conversation."),
+    ],
+)
+def test_the_account_page_says_why_no_note_is_coming(
+    client: Client, user: User, fields: dict, chatted: bool, says: str
+) -> None:
+    prefer(user, **fields)
+    if chatted:
+        make_session(user, "Hello", "Hi!")
+
+    html = client.get("/account/").content.decode()
+
+    assert says in html and "Your next note from your coach:" not in html
 
 
 def test_the_account_page_shows_the_default_preferences_without_saving_them(client: Client, user: User) -> None:

@@ -23,8 +23,10 @@ from accounts.export import EXPORTED, NOT_EXPORTED
 from accounts.models import User
 from coach.models import ChatSession, Message
 from emails.models import Email, EmailPreference
+from memory.drafts import MemoryDraft
 from memory.models import Memory
-from memory.services import MemoryDraft, memory_delete, memory_save, proposal_make
+from memory.proposals import proposal_make
+from memory.services import memory_delete, memory_save
 from tests.conftest import PASSWORD, make_user
 from tests.memory.factories import make_memory
 

@@ -10,9 +10,9 @@ from django.utils import timezone
 from playwright.sync_api import Page, expect
 
 from accounts.models import User
-from coach.offline import ModelServer
 from memory.context import assemble_memory_context
 from memory.models import Memory, MemoryEvent
+from offline_coach import ModelServer
 from tests.conftest import make_user
 from tests.memory.factories import make_memories, make_memory
 

@@ -12,11 +12,13 @@ from django.test import Client
 from django.utils import timezone
 
 from accounts.models import User
-from coach.llm import Embedding
-from coach.offline import ModelServer, offline_embedding
+from infra.llm import Embedding
 from memory.context import assemble_memory_context
+from memory.drafts import MemoryDraft
 from memory.models import Memory, MemoryEvent, MemoryProposal
-from memory.services import MemoryDraft, memory_delete, memory_edit_by_user, memory_save, proposal_make
+from memory.proposals import proposal_make
+from memory.services import memory_delete, memory_edit_by_user, memory_save
+from offline_coach import ModelServer, offline_embedding
 from tests.memory.factories import make_memories, make_memory
 
 pytestmark = pytest.mark.django_db

@@ -12,8 +12,9 @@ from django.utils import timezone
 
 from accounts.models import User
 from emails.models import Email
+from memory.drafts import MemoryDraft
 from memory.models import MemoryEvent
-from memory.services import MemoryDraft, proposal_make
+from memory.proposals import proposal_make
 from tests.memory.factories import make_memories, make_memory
 
 pytestmark = pytest.mark.django_db

@@ -6,9 +6,9 @@ import pytest
 from django.test import Client
 
 from accounts.models import User
-from coach.offline import ModelServer
 from emails.models import EmailPreference
 from memory.models import Memory
+from offline_coach import ModelServer
 from tests.conftest import make_user
 
 pytestmark = pytest.mark.django_db

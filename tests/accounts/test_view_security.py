@@ -12,8 +12,9 @@ import pytest
 from django.test import Client
 
 from accounts.models import User
+from memory.drafts import MemoryDraft
 from memory.models import MemoryEvent, MemoryProposal
-from memory.services import MemoryDraft, proposal_make
+from memory.proposals import proposal_make
 from tests.conftest import PASSWORD
 from tests.memory.factories import make_memory
 

@@ -10,7 +10,7 @@ from playwright.sync_api import Page, expect
 
 from accounts.models import User
 from coach.models import Message
-from coach.offline import ModelServer
+from offline_coach import ModelServer
 from tests.conftest import PASSWORD
 
 pytestmark = pytest.mark.django_db(transaction=True)

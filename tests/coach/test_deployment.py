@@ -91,5 +91,5 @@ def test_every_variable_in_env_example_is_in_the_readme() -> None:
 def test_without_a_key_the_app_talks_to_the_offline_coach_service() -> None:
     services = compose()["services"]
 
-    assert services["offline-coach"]["command"][:3] == ["python", "manage.py", "offline_coach"]
+    assert services["offline-coach"]["command"][:3] == ["python", "-m", "offline_coach"]
     assert services["web"]["environment"]["OFFLINE_COACH_URL"] == "http://offline-coach:8001/v1"

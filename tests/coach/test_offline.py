@@ -21,7 +21,7 @@ from collections.abc import Iterator
 import openai
 import pytest
 
-from coach.offline import ModelServer, offline_embedding
+from offline_coach import ModelServer, offline_embedding
 from tests.processes import REPO, free_port, get_json, wait_until_answers
 
 MESSAGES = [{"role": "system", "content": "# Coach\nToday: 2025-03-10"}, {"role": "user", "content": "hello"}]
@@ -199,7 +199,7 @@ def test_an_embedding_is_a_384_dimension_unit_vector_even_for_stop_words_alone()
 
 def test_embeddings_are_identical_across_processes() -> None:
     script = (
-        "import json; from coach.offline import offline_embedding; print(json.dumps(offline_embedding('Rönnells')))"
+        "import json; from offline_coach import offline_embedding; print(json.dumps(offline_embedding('Rönnells')))"
     )
     outputs = {
         subprocess.run(

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from openai.types.chat import ChatCompletionMessage
 
-from coach.offline import ModelServer
+from offline_coach import ModelServer
 
 TODAY = "Today: 2025-03-10"
 KEY = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")

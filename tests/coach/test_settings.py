@@ -71,13 +71,13 @@ def test_development_sends_mail_to_the_console_without_an_smtp_host() -> None:
     )
 
     assert result.returncode == 0, result.stderr
-    assert "coach.console_mail.ReadableConsoleBackend" in result.stdout
+    assert "infra.console_mail.ReadableConsoleBackend" in result.stdout
 
 
 def test_development_mail_prints_links_whole(capsys) -> None:
     from django.core.mail import EmailMessage
 
-    from coach.console_mail import ReadableConsoleBackend
+    from infra.console_mail import ReadableConsoleBackend
 
     link = "http://127.0.0.1:8000/accounts/confirm-email/" + "k" * 120 + "/"
     ReadableConsoleBackend(alias="default").send_messages(

@@ -9,9 +9,9 @@ from django.utils import timezone
 
 from accounts.models import User
 from coach.models import ChatSession, Message
-from coach.offline import ModelServer
 from coach.services import session_end
 from coach.tasks import end_idle_sessions, summarise_session
+from offline_coach import ModelServer
 from tests.coach.factories import make_session
 
 pytestmark = pytest.mark.django_db

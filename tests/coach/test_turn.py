@@ -12,9 +12,9 @@ from django.test import Client
 
 from accounts.models import User
 from coach.models import ChatSession, Message
-from coach.offline import ModelServer
 from coach.services import message_post, session_start
 from memory.models import Memory, MemoryEvent
+from offline_coach import ModelServer
 from tests.coach.factories import make_session
 from tests.coach.sse import events, session_cookie
 from tests.memory.factories import make_memory

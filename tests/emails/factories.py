@@ -8,9 +8,9 @@ from zoneinfo import ZoneInfo, available_timezones
 from django.utils import timezone
 
 from accounts.models import User
-from coach.offline import offline_embedding
 from emails.models import Email, EmailPreference
 from emails.schedule import local_time
+from offline_coach import offline_embedding
 
 # A real zone of each whole-hour offset, so a test can put a person at any local hour.
 _ZONES = sorted(zone for zone in available_timezones() if "/" in zone and not zone.startswith(("posix/", "right/")))

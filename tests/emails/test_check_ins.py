@@ -9,10 +9,11 @@ import pytest
 
 from accounts.models import User
 from coach.conversation import system_prompt
-from coach.offline import ModelServer
 from emails.models import Email
-from emails.services import SendOutcome, check_ins_plan, email_send
+from emails.planning import check_ins_plan
+from emails.sending import SendOutcome, email_send
 from memory.models import Memory
+from offline_coach import ModelServer
 from tests.emails.factories import prefer
 from tests.emails.smtp_sink import SmtpSink
 from tests.memory.factories import make_memory

@@ -10,8 +10,9 @@ import pytest
 from django.utils import timezone
 
 from accounts.models import User
+from coach.communication import sent_emails_for
 from emails.models import Email
-from memory.context import assemble_memory_context
+from memory.context import MemoryContext, assemble_memory_context
 from tests.emails.factories import make_email
 
 pytestmark = pytest.mark.django_db
@@ -33,13 +34,20 @@ def email_lines(text: str) -> list[dict]:
     return [json.loads(line) for line in text.splitlines() if line.startswith('{"email_sent"')]
 
 
+def chat_context(user: User, budget_tokens: int | None = None) -> MemoryContext:
+    """The memory block as the chat assembles it: with the emails the emails app hands it."""
+    return assemble_memory_context(
+        user=user, now=timezone.now(), sent_emails=sent_emails_for(user), budget_tokens=budget_tokens
+    )
+
+
 def test_the_chat_sees_the_last_emails_sent_newest_first_with_date_kind_subject_and_first_line(user: User) -> None:
     older = sent(user, "Looking ahead", days_ago=8)
     newer = sent(user, "How did the talk go?", days_ago=1, kind="check_in")
     make_email(user, period_key="queued", subject="Not sent yet", body="Hi Ada,\n\nNot yet.")
     make_email(user, period_key="skipped", status="skipped", subject="Too alike", body="Hi Ada,\n\nAlike.")
 
-    context = assemble_memory_context(user=user, now=timezone.now())
+    context = chat_context(user)
 
     assert "# emails you sent them lately, newest first: never repeat one" in context.text
     assert email_lines(context.text) == [
@@ -63,7 +71,7 @@ def test_at_most_the_last_five_emails_are_shown(user: User) -> None:
     for day in range(8):
         sent(user, f"Email {day}", days_ago=day)
 
-    context = assemble_memory_context(user=user, now=timezone.now())
+    context = chat_context(user)
 
     assert [line["subject"] for line in email_lines(context.text)] == [f"Email {day}" for day in range(5)]
 
@@ -71,7 +79,7 @@ def test_at_most_the_last_five_emails_are_shown(user: User) -> None:
 def test_the_emails_give_way_when_the_budget_is_spent(user: User) -> None:
     sent(user, "Looking ahead", days_ago=1)
 
-    context = assemble_memory_context(user=user, now=timezone.now(), budget_tokens=10)
+    context = chat_context(user, budget_tokens=10)
 
     assert email_lines(context.text) == []
     assert [(item.section, item.label) for item in context.dropped] == [("emails", "Looking ahead")]
@@ -80,7 +88,7 @@ def test_the_emails_give_way_when_the_budget_is_spent(user: User) -> None:
 def test_another_persons_emails_never_show(user: User, other_user: User) -> None:
     sent(other_user, "Grace's plan", days_ago=1)
 
-    assert email_lines(assemble_memory_context(user=user, now=timezone.now()).text) == []
+    assert email_lines(chat_context(user).text) == []
 
 
 def test_the_tier_costs_one_query_however_many_emails(user: User, django_assert_num_queries) -> None:
@@ -88,4 +96,4 @@ def test_the_tier_costs_one_query_however_many_emails(user: User, django_assert_
         sent(user, f"Email {day}", days_ago=day)
 
     with django_assert_num_queries(2):  # the memories, the emails
-        assemble_memory_context(user=user, now=timezone.now())
+        chat_context(user)

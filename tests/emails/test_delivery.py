@@ -9,7 +9,7 @@ from django.db import connection, transaction
 
 from accounts.models import User
 from emails.models import Email
-from emails.services import nudges_plan
+from emails.planning import nudges_plan
 from emails.tasks import send_email
 from tests.coach.factories import make_session
 from tests.emails.factories import make_email, reachable_now

@@ -10,9 +10,9 @@ import pytest
 
 from accounts.models import User
 from coach.models import ChatSession
-from coach.offline import ModelServer
-from emails.services import weekly_episode_write, weekly_episodes_plan
+from emails.planning import weekly_episode_write, weekly_episodes_plan
 from memory.models import Memory, MemoryEvent
+from offline_coach import ModelServer
 from tests.emails.factories import at, prefer
 
 pytestmark = pytest.mark.django_db

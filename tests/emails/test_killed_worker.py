@@ -15,9 +15,9 @@ from django.utils import timezone
 
 from accounts.models import User
 from coach.celery import app
-from coach.offline import ModelServer
 from emails.models import Email
 from emails.tasks import send_email
+from offline_coach import ModelServer
 from tests.emails.factories import make_email, reachable_now
 from tests.emails.smtp_sink import SmtpSink
 from tests.emails.workers import tasks_left_in_redis, wait_until, worker_process

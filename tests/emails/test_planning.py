@@ -10,13 +10,13 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-import emails.services
+import emails.planning
 from accounts.models import User
 from coach.models import ChatSession, Message
 from emails.models import Email, EmailPreference
+from emails.planning import check_ins_plan, nudges_plan
 from emails.schedule import NudgeFacts, SendingHours, SendingWindow, nudge_due
 from emails.selectors import nudges_due
-from emails.services import check_ins_plan, nudges_plan
 from tests.conftest import make_user
 from tests.emails.factories import make_email, prefer
 from tests.memory.factories import make_memory
@@ -190,7 +190,7 @@ def test_a_large_plan_is_handed_out_in_batches_that_workers_fan_out(
 ) -> None:
     from emails.tasks import hand_out_emails
 
-    monkeypatch.setattr(emails.services, "HAND_OUT_BATCH", 2)
+    monkeypatch.setattr(emails.planning, "HAND_OUT_BATCH", 2)
     batches: list[list[int]] = []
     monkeypatch.setattr(hand_out_emails, "delay", batches.append)
     handed = sent_ids(monkeypatch)

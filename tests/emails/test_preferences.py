@@ -1,4 +1,4 @@
-"""Email preferences, written only by emails.services (the account page calls it)."""
+"""Email preferences, written only by emails.preferences (the account page calls it)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from accounts.models import User
 from emails.models import EmailPreference
-from emails.services import email_preference_update
+from emails.preferences import email_preference_update
 from tests.emails.factories import prefer
 
 pytestmark = pytest.mark.django_db

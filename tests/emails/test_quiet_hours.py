@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from accounts.models import User
 from emails.models import Email, EmailPreference
-from emails.services import SendOutcome, email_send
+from emails.sending import SendOutcome, email_send
 from tests.emails.clocks import around_a_clock_change, in_quiet_hours, quiet_times
 from tests.emails.factories import make_email
 

@@ -13,10 +13,10 @@ from django.utils import timezone
 
 from accounts.models import User
 from coach.models import ChatSession
-from coach.offline import ModelServer
 from coach.services import session_end
 from emails.models import Email
-from emails.services import emails_dispatch_due, session_recap_plan
+from emails.planning import emails_dispatch_due, session_recap_plan, session_recaps_plan
+from offline_coach import ModelServer
 from tests.coach.factories import make_session
 from tests.emails.factories import make_email, prefer, reachable_now
 
@@ -61,6 +61,9 @@ def test_a_session_summary_is_followed_by_a_recap_for_someone_who_asked(
 
     with django_capture_on_commit_callbacks(execute=True):
         session_end(session=session)
+    # The summary is a fact the recap planner picks up on its next tick.
+    with django_capture_on_commit_callbacks(execute=True):
+        session_recaps_plan()
 
     recap = Email.objects.get(kind="session_summary")
     assert (recap.status, recap.period_key, recap.session_id) == ("sent", f"session-{session.pk}", session.pk)
@@ -78,6 +81,9 @@ def test_no_recap_for_someone_who_did_not_ask(
 
     with django_capture_on_commit_callbacks(execute=True):
         session_end(session=session)
+    # The summary is a fact the recap planner picks up on its next tick.
+    with django_capture_on_commit_callbacks(execute=True):
+        session_recaps_plan()
 
     assert not Email.objects.exists() and mail.outbox == []
 
@@ -104,6 +110,37 @@ def test_a_session_is_recapped_once_however_often_it_is_summarised(user: User, h
     assert session_recap_plan(session_id=session.pk, now=NEXT_MORNING) is not None
     assert session_recap_plan(session_id=session.pk, now=NEXT_MORNING) is None
     assert Email.objects.filter(kind="session_summary").count() == 1
+
+
+def test_the_recap_planner_plans_each_summarised_session_once(
+    user: User, other_user: User, handed: list[int], committed
+) -> None:
+    reachable_now(user, session_summaries=True)
+    reachable_now(other_user, session_summaries=False)
+    wanted, unwanted = summarised(user), summarised(other_user)
+
+    with committed():
+        assert session_recaps_plan() == 1
+        assert session_recaps_plan() == 0
+
+    assert list(Email.objects.values_list("session_id", flat=True)) == [wanted.pk]
+    assert unwanted.pk not in handed and len(handed) == 1
+
+
+def test_a_session_summarised_days_ago_gets_no_recap_late(user: User, handed: list[int]) -> None:
+    reachable_now(user, session_summaries=True)
+    session = summarised(user)
+    ChatSession.objects.filter(pk=session.pk).update(summarised_at=timezone.now() - timedelta(days=2))
+
+    assert session_recaps_plan() == 0
+    assert not Email.objects.exists()
+
+
+def test_no_recap_is_planned_for_someone_who_unsubscribed(user: User, handed: list[int]) -> None:
+    reachable_now(user, session_summaries=True, unsubscribed_at=timezone.now())
+    summarised(user)
+
+    assert session_recaps_plan() == 0
 
 
 # Dispatch -------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from emails.schedule import (
     LOOKAHEAD,
@@ -21,6 +22,7 @@ from emails.schedule import (
     is_quiet,
     local_time,
     may_email_at,
+    next_nudge_time,
     next_sending_time,
     nudge_due,
     nudge_period_key,
@@ -182,6 +184,67 @@ def test_a_nudge_waits_out_the_gap_after_the_last_email(frequency: str, days_sin
 )
 def test_nobody_is_nudged_who_turned_it_off_never_chatted_or_is_asleep(person: NudgeFacts) -> None:
     assert nudge_due(MONDAY_NOON, person, WINDOW) is None
+
+
+# The next nudge, as the account page announces it ---------------------------------------
+
+TICKS = (5, 20, 35, 50)
+
+
+def test_the_next_weekly_nudge_comes_a_gap_after_the_last_at_a_planning_tick() -> None:
+    # Last nudge on Sunday 29 November (week 48) at 14:05: six days later is Saturday 5
+    # December, 14:05, in week 49, which has none yet.
+    person = facts(last_emailed_at=datetime(2026, 11, 29, 14, 5, tzinfo=UTC))
+
+    found = next_nudge_time(MONDAY_NOON, person, WINDOW, last_nudge_period="2026-W48", planning_minutes=TICKS)
+
+    assert found == datetime(2026, 12, 5, 14, 5, tzinfo=UTC)
+
+
+def test_a_nudge_whose_gap_ends_inside_the_same_week_waits_for_the_next_week() -> None:
+    # Last nudge on Monday 30 November at 09:05 (week 49): the gap ends on Sunday 6
+    # December, still week 49, whose nudge went already; so Monday 7 December, 09:05.
+    person = facts(last_emailed_at=datetime(2026, 11, 30, 9, 5, tzinfo=UTC))
+
+    found = next_nudge_time(MONDAY_NOON, person, WINDOW, last_nudge_period="2026-W49", planning_minutes=TICKS)
+
+    assert found == datetime(2026, 12, 7, 9, 5, tzinfo=UTC)
+
+
+def test_someone_never_nudged_gets_the_next_tick_inside_their_hours() -> None:
+    late = datetime(2026, 11, 30, 20, 30, tzinfo=UTC)
+
+    found = next_nudge_time(late, facts(), WINDOW, last_nudge_period=None, planning_minutes=TICKS)
+
+    assert found == datetime(2026, 12, 1, 9, 5, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("person", [facts(frequency="off"), facts(unsubscribed=True), facts(has_chatted=False)])
+def test_no_next_nudge_for_someone_who_gets_none(person: NudgeFacts) -> None:
+    assert next_nudge_time(MONDAY_NOON, person, WINDOW, last_nudge_period=None, planning_minutes=TICKS) is None
+
+
+@given(moment=around_a_clock_change(), start=quiet_times, end=quiet_times, days_since=st.integers(0, 10))
+@settings(deadline=None, max_examples=60)
+def test_the_next_nudge_is_due_by_the_rule_and_no_tick_before_it_is(
+    moment: tuple[str, datetime], start: time, end: time, days_since: int
+) -> None:
+    zone, now = moment
+    last = now - timedelta(days=days_since)
+    person = facts(hours=SendingHours(time_zone=zone, quiet_start=start, quiet_end=end), last_emailed_at=last)
+    last_period = nudge_period_key(last, time_zone=zone, frequency="weekly")
+
+    found = next_nudge_time(now, person, WINDOW, last_nudge_period=last_period, planning_minutes=TICKS)
+
+    tick = now.astimezone(UTC).replace(second=0, microsecond=0)
+    end_of_search = found if found is not None else now + timedelta(days=14)
+    while tick < end_of_search:
+        if tick >= now and tick.minute in TICKS:
+            assert nudge_due(tick, person, WINDOW) in (None, last_period)
+        tick += timedelta(minutes=1)
+    if found is not None:
+        assert found >= now and found.minute in TICKS
+        assert nudge_due(found, person, WINDOW) not in (None, last_period)
 
 
 # Check-ins and weekly episodes ------------------------------------------------------------

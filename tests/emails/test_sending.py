@@ -12,20 +12,15 @@ import pytest
 from django.core import mail
 from django.utils import timezone
 
-import emails.services
+import emails.sending
 from accounts.models import User
-from coach.offline import ModelServer
 from emails.models import Email, EmailPreference
-from emails.services import (
-    EmailTemporaryFailure,
-    SendOutcome,
-    email_send,
-    is_temporary_smtp_failure,
-    nudges_plan,
-)
+from emails.planning import nudges_plan
+from emails.sending import EmailTemporaryFailure, SendOutcome, email_send, is_temporary_smtp_failure
 from emails.tasks import send_email
 from emails.unsubscribe import unsubscribe_token
 from memory.models import MemoryEvent
+from offline_coach import ModelServer
 from tests.coach.factories import make_session
 from tests.emails.factories import make_email, prefer, reachable_now
 from tests.emails.smtp_sink import REFUSE, TRY_LATER, SmtpSink
@@ -270,14 +265,14 @@ def test_an_unsubscribe_while_the_model_writes_stops_the_email_after_the_claim(
     reachable_now(user)
     email = planned(user)
     model_server.queue_text(DRAFT)
-    drafting = emails.services.draft_email
+    drafting = emails.sending.draft_email
 
     def draft_then_unsubscribe(**arguments: object) -> object:
         written = drafting(**arguments)
         EmailPreference.objects.filter(user=user).update(unsubscribed_at=timezone.now())
         return written
 
-    monkeypatch.setattr(emails.services, "draft_email", draft_then_unsubscribe)
+    monkeypatch.setattr(emails.sending, "draft_email", draft_then_unsubscribe)
 
     assert email_send(email_id=email.pk) == SendOutcome.SKIPPED
 

@@ -12,10 +12,11 @@ from django.test import Client
 from django.utils import timezone
 
 from accounts.models import User
-from coach.offline import ModelServer
 from emails.models import Email, EmailPreference
-from emails.services import SendOutcome, check_ins_plan, email_send, nudges_plan, session_recap_plan
+from emails.planning import check_ins_plan, nudges_plan, session_recap_plan
+from emails.sending import SendOutcome, email_send
 from emails.unsubscribe import unsubscribe_token, unsubscribe_url, user_id_from_token
+from offline_coach import ModelServer
 from tests.coach.factories import make_session
 from tests.emails.factories import make_email, prefer, reachable_now
 from tests.emails.smtp_sink import SmtpSink

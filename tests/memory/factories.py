@@ -7,9 +7,9 @@ from datetime import datetime, timedelta
 from django.utils import timezone
 
 from accounts.models import User
-from coach.offline import offline_embedding
 from memory.embeddings import memory_text
 from memory.models import Memory
+from offline_coach import offline_embedding
 
 
 def make_memory(

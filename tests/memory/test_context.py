@@ -10,6 +10,7 @@ import pytest
 from django.utils import timezone
 
 from accounts.models import User
+from coach.communication import sent_emails_for
 from memory.context import assemble_memory_context, relationship_stage
 from tests.memory.factories import make_memories, make_memory
 
@@ -125,8 +126,9 @@ def test_assembly_costs_the_same_queries_at_10_and_74_memories(
     make_memories(user, 10)
     make_memories(other_user, 74)
 
-    # One for the memories, one for the last emails sent (the communication tier).
+    # One for the memories, one for the last emails sent (the communication tier, which
+    # the chat reads through what the emails app handed it).
     with django_assert_num_queries(2):
-        assemble_memory_context(user=user, now=timezone.now())
+        assemble_memory_context(user=user, now=timezone.now(), sent_emails=sent_emails_for(user))
     with django_assert_num_queries(2):
-        assemble_memory_context(user=other_user, now=timezone.now())
+        assemble_memory_context(user=other_user, now=timezone.now(), sent_emails=sent_emails_for(other_user))

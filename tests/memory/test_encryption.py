@@ -11,7 +11,7 @@ from django.core.management import call_command
 from django.db import connection
 
 from accounts.models import User
-from memory.encryption import DecryptionError
+from infra.encryption import DecryptionError
 from memory.models import Memory, MemoryEvent
 from tests.memory.factories import make_memory
 

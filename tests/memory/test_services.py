@@ -12,23 +12,13 @@ from django.db import connection
 from django.utils import timezone
 
 from accounts.models import User
-from coach.llm import Embedding
-from coach.offline import ModelServer, offline_embedding
+from infra.llm import Embedding
 from memory.context import assemble_memory_context
+from memory.drafts import MemoryDraft, MemoryInvalid, MemoryIsProtected, MemoryNotFound, ProposalOutdated
 from memory.models import Memory, MemoryEvent, MemoryProposal
-from memory.services import (
-    MemoryDraft,
-    MemoryInvalid,
-    MemoryIsProtected,
-    MemoryNotFound,
-    ProposalOutdated,
-    memory_delete,
-    memory_edit_by_user,
-    memory_save,
-    proposal_confirm,
-    proposal_make,
-    proposal_reject,
-)
+from memory.proposals import proposal_confirm, proposal_make, proposal_reject
+from memory.services import memory_delete, memory_edit_by_user, memory_save
+from offline_coach import ModelServer, offline_embedding
 from tests.conftest import make_user
 from tests.memory.factories import make_memories, make_memory
 

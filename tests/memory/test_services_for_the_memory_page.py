@@ -8,21 +8,12 @@ import pytest
 from django.utils import timezone
 
 from accounts.models import User
-from coach.llm import Embedding
-from coach.offline import ModelServer, offline_embedding
+from infra.llm import Embedding
 from memory.context import assemble_memory_context
+from memory.drafts import MemoryDraft, MemoryInvalid, MemoryNotFound, MemoryNotRestorable
 from memory.models import Memory, MemoryEvent
-from memory.services import (
-    MemoryDraft,
-    MemoryInvalid,
-    MemoryNotFound,
-    MemoryNotRestorable,
-    memory_add_by_user,
-    memory_delete,
-    memory_keep,
-    memory_restore,
-    memory_save,
-)
+from memory.services import memory_add_by_user, memory_delete, memory_keep, memory_restore, memory_save
+from offline_coach import ModelServer, offline_embedding
 from tests.memory.factories import make_memories, make_memory
 
 pytestmark = pytest.mark.django_db

@@ -10,9 +10,9 @@ import pytest
 from django.utils import timezone
 
 from accounts.models import User
-from coach.offline import ModelServer
 from memory.models import Memory, MemoryEvent, MemoryProposal
 from memory.tools import ToolContext, run_tool, tool_definitions
+from offline_coach import ModelServer
 from tests.memory.factories import make_memory
 
 pytestmark = pytest.mark.django_db

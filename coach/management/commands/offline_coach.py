@@ -1,17 +1,16 @@
-"""The offline coach: an OpenAI-compatible server for running the app without a key."""
+"""`manage.py offline_coach`: start the offline coach, the model the app uses without a key.
+
+The offline coach is a separate server and package (`python -m offline_coach`) that the
+app never imports; this command only hands the process over to it.
+"""
 
 from __future__ import annotations
 
-import signal
-import threading
+import os
+import sys
 from typing import Any
 
 from django.core.management.base import BaseCommand
-
-from coach.offline import ModelServer
-
-# A short pause between streamed words, so the chat visibly types as a real model does.
-CHUNK_DELAY_SECONDS = 0.03
 
 
 class Command(BaseCommand):
@@ -20,19 +19,12 @@ class Command(BaseCommand):
     requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("--port", type=int, default=8001)
-        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--host", default=None)
+        parser.add_argument("--port", type=int, default=None)
 
-    def handle(self, *args: Any, port: int, host: str, **options: Any) -> None:
-        stop = threading.Event()
-        # The run command stops its children with SIGTERM; Ctrl-C does the same when run alone.
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        signal.signal(signal.SIGINT, lambda *_: stop.set())
-        server = ModelServer(host=host, port=port, chunk_delay_seconds=CHUNK_DELAY_SECONDS).start()
-        try:
-            self.stdout.write(f"offline coach: serving {server.base_url}")
-            # The run command reads this line through a pipe: send it now, not at exit.
-            self.stdout.flush()
-            stop.wait()
-        finally:
-            server.stop()
+    def handle(self, *args: Any, host: str | None, port: int | None, **options: Any) -> None:
+        argv = [sys.executable, "-m", "offline_coach"]
+        argv += ["--host", host] if host else []
+        argv += ["--port", str(port)] if port else []
+        self.stdout.flush()
+        os.execv(sys.executable, argv)  # noqa: S606 - our own interpreter, our own module

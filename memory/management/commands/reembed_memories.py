@@ -7,7 +7,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from coach.llm import LLMError
+from infra.llm import LLMError
 from memory.services import memories_reembed
 
 

@@ -8,7 +8,7 @@ from django.apps import apps
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
 
-from memory.encryption import DecryptionError, EncryptedTextField, reencrypt
+from infra.encryption import DecryptionError, EncryptedTextField, reencrypt
 
 
 class Command(BaseCommand):

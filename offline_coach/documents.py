@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-from coach.offline.embeddings import STOP_WORDS, WORD
-from coach.offline.phrasing import as_sentence, capitalise, clip, first_sentence, join_words, lower_first
-from coach.offline.prompt import (
+from offline_coach.embeddings import STOP_WORDS, WORD
+from offline_coach.phrasing import as_sentence, capitalise, clip, first_sentence, join_words, lower_first
+from offline_coach.prompt import (
     Remembered,
     conversation,
     previous_emails,
@@ -24,8 +24,8 @@ from coach.offline.prompt import (
     request_text,
     user_name,
 )
-from coach.offline.statements import notes_in
-from coach.offline.topics import about, due_date, injury_limit, is_referable, mentioned_in, refer_back, referral_rank
+from offline_coach.statements import notes_in
+from offline_coach.topics import about, due_date, injury_limit, is_referable, mentioned_in, refer_back, referral_rank
 
 THEME_COUNT = 3
 QUOTE_CHARS = 140

@@ -8,7 +8,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from coach.offline.reply import Reply
+from offline_coach.reply import Reply
 
 
 @dataclass(frozen=True)

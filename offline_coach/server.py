@@ -17,12 +17,12 @@ from datetime import UTC, date, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
-from coach.offline import wire
-from coach.offline.brain import respond
-from coach.offline.embeddings import offline_embedding
-from coach.offline.prompt import system_text, text_of
-from coach.offline.reply import Reply, ToolCall
-from coach.offline.script import Answer, Drop, Failure, RecordedRequest, Script, Scripted
+from offline_coach import wire
+from offline_coach.brain import respond
+from offline_coach.embeddings import offline_embedding
+from offline_coach.prompt import system_text, text_of
+from offline_coach.reply import Reply, ToolCall
+from offline_coach.script import Answer, Drop, Failure, RecordedRequest, Script, Scripted
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ deterministic, rule-based coach; its embeddings from `offline_embedding`.
 
 from __future__ import annotations
 
-from coach.offline.embeddings import offline_embedding
-from coach.offline.server import ModelServer
+from offline_coach.embeddings import offline_embedding
+from offline_coach.server import ModelServer
 
 __all__ = ["ModelServer", "offline_embedding"]

@@ -13,9 +13,9 @@ from dataclasses import fields, replace
 from datetime import date
 from typing import Any
 
-from coach.offline.chat import chat_reply
-from coach.offline.documents import follow_up_email, session_summary, weekly_episode
-from coach.offline.prompt import (
+from offline_coach.chat import chat_reply
+from offline_coach.documents import follow_up_email, session_summary, weekly_episode
+from offline_coach.prompt import (
     CallResult,
     Kind,
     Remembered,
@@ -28,8 +28,8 @@ from coach.offline.prompt import (
     stated_today,
     text_of,
 )
-from coach.offline.reply import Reply, ToolCall
-from coach.offline.statements import notes_in
+from offline_coach.reply import Reply, ToolCall
+from offline_coach.statements import notes_in
 
 SAVE = "save_memory"
 UPDATE = "update_memory"

@@ -11,13 +11,13 @@ import calendar
 import re
 from datetime import date, datetime
 
-from coach.offline.phrasing import (
+from offline_coach.phrasing import (
     addressed_to_reader,
     join_words,
     lower_first,
     second_person_words,
 )
-from coach.offline.prompt import Remembered
+from offline_coach.prompt import Remembered
 
 MONTH_WORDS = frozenset(name.lower() for name in [*calendar.month_name, *calendar.month_abbr, "sept"] if name)
 KEY_FILLERS = frozenset({"allergy", "goal", "intolerance", "next", "week", "month", "year", "tomorrow"})

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 
-from coach.offline.phrasing import pick
-from coach.offline.prompt import Remembered
-from coach.offline.topics import acknowledge, is_referable, refer_back, referral_rank
+from offline_coach.phrasing import pick
+from offline_coach.prompt import Remembered
+from offline_coach.topics import acknowledge, is_referable, refer_back, referral_rank
 
 MAX_SENTENCES = 4
 MAX_ACKNOWLEDGEMENTS = 2

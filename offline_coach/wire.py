@@ -8,8 +8,8 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from coach.offline.embeddings import to_base64
-from coach.offline.reply import Reply
+from offline_coach.embeddings import to_base64
+from offline_coach.reply import Reply
 
 CHAT_MODEL = "offline-coach"
 EMBEDDING_MODEL = "offline-embedding"

@@ -6,6 +6,10 @@ import os
 
 from django.core.exceptions import ImproperlyConfigured
 
+# Where the offline coach answers when there is no OPENAI_API_KEY: the settings point the
+# app there, and the run command starts it there.
+DEFAULT_OFFLINE_COACH_URL = "http://127.0.0.1:8001/v1"
+
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 FALSE_WORDS = frozenset({"0", "false", "no", "off", ""})
 

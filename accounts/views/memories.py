@@ -1,42 +1,28 @@
-"""The memory page and the account page.
+"""The memory page: every memory, grouped by tier, and every action on one.
 
-Pages render whole; an htmx request gets the named partial of the same template. A memory
-is found by its key among the requester's own, so another person's key is a 404 that
-says nothing about whether it exists.
+A memory is found by its key among the requester's own, so another person's key is a 404
+that says nothing about whether it exists.
 """
 
 from __future__ import annotations
 
-from allauth.account.decorators import reauthentication_required
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth import logout
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
-from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
-from django_htmx.middleware import HtmxDetails
 
-from accounts.export import account_export_json
-from accounts.forms import EmailPreferenceForm, MemoryEditForm, MemoryFilterForm, MemoryForm
-from accounts.models import User
-from accounts.selectors import (
-    MemoryFilters,
-    ProposalView,
-    context_report_for_user,
-    email_preference_for_user,
-    forgotten_memory,
-    memory_history_entries,
-    memory_page_for_user,
-    memory_row,
-)
-from accounts.services import account_delete
-from emails.services import email_preference_update, email_resubscribe
+from accounts.forms import MemoryEditForm, MemoryFilterForm, MemoryForm
+from accounts.pages import MemoryFilters, ProposalView, forgotten_memory, memory_history_entries, memory_row
+from accounts.selectors import context_report_for_user, memory_page_for_user
+from accounts.views.partials import HtmxHttpRequest, wants_partial
+from memory.drafts import MemoryInvalid, MemoryNotFound, MemoryNotRestorable, ProposalOutdated
 from memory.models import Memory
+from memory.proposals import proposal_confirm, proposal_reject
 from memory.selectors import (
     memory_history_for_user,
     memory_list_for_user,
@@ -44,32 +30,12 @@ from memory.selectors import (
     recently_forgotten_for_user,
 )
 from memory.services import (
-    MemoryInvalid,
-    MemoryNotFound,
-    MemoryNotRestorable,
-    ProposalOutdated,
     memory_add_by_user,
     memory_delete,
-    memory_delete_all,
     memory_edit_by_user,
     memory_keep,
     memory_restore,
-    proposal_confirm,
-    proposal_reject,
 )
-
-
-class HtmxHttpRequest(HttpRequest):
-    htmx: HtmxDetails
-    user: User
-
-
-def _partial(request: HtmxHttpRequest) -> bool:
-    # A history restore (the back button after hx-push-url) needs the whole page.
-    return bool(request.htmx) and not request.htmx.history_restore_request
-
-
-# The memory page ------------------------------------------------------------------------
 
 
 @login_required
@@ -80,7 +46,7 @@ def memories(request: HtmxHttpRequest) -> HttpResponse:
     filters = MemoryFilters(
         tier=filter_form.value("tier"), category=filter_form.value("category"), q=filter_form.value("q").strip()
     )
-    if _partial(request):
+    if wants_partial(request):
         return render(request, "accounts/memories.html#memory_groups", _page_context(request, filters=filters))
     return render(request, "accounts/memories.html", _page_context(request, filters=filters, filter_form=filter_form))
 
@@ -96,12 +62,12 @@ def memory_add(request: HtmxHttpRequest) -> HttpResponse:
         except MemoryInvalid as error:
             _add_errors(form, error.errors)
         else:
-            if _partial(request):
+            if wants_partial(request):
                 context = {"add_form": MemoryForm(), "saved": True, "row": memory_row(memory)}
                 return render(request, "accounts/memories.html#memory_added", context)
             messages.success(request, "Saved. Your coach will always remember this.")
             return redirect(_memory_anchor(memory.key))
-    if _partial(request):
+    if wants_partial(request):
         return render(request, "accounts/memories.html#add_form", {"add_form": form})
     return render(request, "accounts/memories.html", _page_context(request, add_form=form))
 
@@ -112,7 +78,7 @@ def memory_add(request: HtmxHttpRequest) -> HttpResponse:
 def memory_detail(request: HtmxHttpRequest, key: str) -> HttpResponse:
     """One memory and its whole history; for htmx, the memory's row (an edit cancelled)."""
     memory = memory_list_for_user(user=request.user).filter(key=key).first()
-    if _partial(request):
+    if wants_partial(request):
         if memory is None:
             raise Http404
         return render(request, "accounts/memories.html#memory_row", {"row": memory_row(memory)})
@@ -125,7 +91,7 @@ def memory_detail(request: HtmxHttpRequest, key: str) -> HttpResponse:
 def memory_history(request: HtmxHttpRequest, key: str) -> HttpResponse:
     """What happened to one memory, event by event; it outlives the memory itself."""
     memory = memory_list_for_user(user=request.user).filter(key=key).first()
-    if _partial(request):
+    if wants_partial(request):
         entries = memory_history_entries(memory_history_for_user(user=request.user, key=key))
         if memory is None and not entries:
             raise Http404
@@ -176,7 +142,7 @@ def memory_edit(request: HtmxHttpRequest, key: str) -> HttpResponse:
             form.add_error(None, str(error))
             return _render_edit(request, current, form, changed_meanwhile=True)
         else:
-            if _partial(request):
+            if wants_partial(request):
                 return render(request, "accounts/memories.html#memory_row", {"row": memory_row(memory), "saved": True})
             messages.success(request, "Saved. Your coach now remembers it this way, and will not forget it.")
             return redirect(_memory_anchor(key))
@@ -191,7 +157,7 @@ def memory_delete_view(request: HtmxHttpRequest, key: str) -> HttpResponse:
     if request.method == "GET":
         memory = get_object_or_404(memory_list_for_user(user=request.user), key=key)
         context = {"row": memory_row(memory)}
-        if _partial(request):
+        if wants_partial(request):
             return render(request, "accounts/memory_delete.html#delete_confirm", context)
         return render(request, "accounts/memory_delete.html", context)
 
@@ -201,7 +167,7 @@ def memory_delete_view(request: HtmxHttpRequest, key: str) -> HttpResponse:
         # Deleted twice (two tabs): done all the same. A key never theirs is a 404.
         if not memory_history_for_user(user=request.user, key=key).exists():
             raise Http404 from None
-    if _partial(request):
+    if wants_partial(request):
         return HttpResponse("")
     messages.success(request, "Deleted. It is gone from your coach's memory, and its text from the history.")
     return redirect("memories")
@@ -216,7 +182,7 @@ def memory_keep_view(request: HtmxHttpRequest, key: str) -> HttpResponse:
         memory = memory_keep(user=request.user, key=key)
     except MemoryNotFound:
         raise Http404 from None
-    if _partial(request):
+    if wants_partial(request):
         context = {**_page_context(request), "row": memory_row(memory), "oob": True}
         return render(request, "accounts/memories.html#memory_kept", context)
     messages.success(request, "Kept. Your coach will not forget this one.")
@@ -234,12 +200,12 @@ def memory_restore_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     try:
         memory = memory_restore(user=request.user, event_id=event.pk)
     except (MemoryNotRestorable, MemoryInvalid) as error:
-        if _partial(request):
+        if wants_partial(request):
             context = {"item": forgotten_memory(event), "error": str(error)}
             return render(request, "accounts/memories.html#forgotten_item", context)
         messages.error(request, str(error))
         return redirect(reverse("memories") + "#forgotten")
-    if _partial(request):
+    if wants_partial(request):
         return render(request, "accounts/memories.html#memory_restored", {"row": memory_row(memory)})
     messages.success(request, "Restored. It is back, and your coach will not forget it again.")
     return redirect(_memory_anchor(memory.key))
@@ -254,12 +220,12 @@ def proposal_confirm_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     try:
         memory = proposal_confirm(user=request.user, proposal_id=proposal.pk)
     except (ProposalOutdated, MemoryInvalid) as error:
-        if _partial(request):
+        if wants_partial(request):
             view = ProposalView(proposal=proposal, proposed=proposal.proposed_fields(), outdated=True)
             return render(request, "accounts/memories.html#proposal", {"item": view, "error": str(error)})
         messages.error(request, str(error))
         return redirect(reverse("memories") + "#proposals")
-    if _partial(request):
+    if wants_partial(request):
         context = {"row": memory_row(memory) if memory else None, "key": key, "oob": True}
         return render(request, "accounts/memories.html#proposal_confirmed", context)
     messages.success(request, "Done: your coach's suggestion is applied." if memory else "Done: it is deleted.")
@@ -272,7 +238,7 @@ def proposal_reject_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """Turn the coach's suggestion down; the memory stays exactly as it is."""
     proposal = get_object_or_404(pending_proposals_for_user(user=request.user), pk=pk)
     proposal_reject(user=request.user, proposal_id=proposal.pk)
-    if _partial(request):
+    if wants_partial(request):
         return HttpResponse("")
     messages.success(request, "Turned down. The memory stays as it was.")
     return redirect("memories")
@@ -284,85 +250,9 @@ def proposal_reject_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 def memories_context(request: HtmxHttpRequest) -> HttpResponse:
     """What the next chat turn would send the coach of this person's memory, and what it leaves out."""
     context = {"report": context_report_for_user(user=request.user, now=timezone.now())}
-    if _partial(request):
+    if wants_partial(request):
         return render(request, "accounts/memories_context.html#report", context)
     return render(request, "accounts/memories_context.html", context)
-
-
-# The account page -----------------------------------------------------------------------
-
-
-@login_required
-@require_GET
-def account(request: HtmxHttpRequest) -> HttpResponse:
-    preference = email_preference_for_user(user=request.user)
-    return render(request, "accounts/account.html", {"preference_form": EmailPreferenceForm(instance=preference)})
-
-
-@login_required
-@require_POST
-def email_resume(request: HtmxHttpRequest) -> HttpResponse:
-    """Emails again after an unsubscribe, as the preferences say."""
-    email_resubscribe(user=request.user)
-    if not _partial(request):
-        messages.success(request, "Your coach may email you again.")
-        return redirect("account")
-    form = EmailPreferenceForm(instance=email_preference_for_user(user=request.user))
-    return render(request, "accounts/account.html#email_preferences", {"preference_form": form, "resumed": True})
-
-
-@login_required
-@require_POST
-def email_preferences(request: HtmxHttpRequest) -> HttpResponse:
-    """How often and when the coach may email; used by every email the app sends."""
-    form = EmailPreferenceForm(request.POST, instance=email_preference_for_user(user=request.user))
-    saved = form.is_valid()
-    if saved:
-        email_preference_update(user=request.user, **form.cleaned_data)
-        if not _partial(request):
-            messages.success(request, "Email preferences saved.")
-            return redirect("account")
-    if _partial(request):
-        return render(request, "accounts/account.html#email_preferences", {"preference_form": form, "saved": saved})
-    return render(request, "accounts/account.html", {"preference_form": form})
-
-
-@login_required
-@require_GET
-@never_cache
-def account_export(request: HtmxHttpRequest) -> HttpResponse:
-    """Everything about the person, as one JSON file."""
-    now = timezone.now()
-    response = HttpResponse(account_export_json(user=request.user, now=now), content_type="application/json")
-    response["Content-Disposition"] = f'attachment; filename="coach-export-{now:%Y-%m-%d}.json"'
-    return response
-
-
-@login_required
-@require_http_methods(["GET", "POST"])
-@reauthentication_required
-def memories_delete_all(request: HtmxHttpRequest) -> HttpResponse:
-    """Forget every memory, history included, after the person re-enters their password."""
-    if request.method == "GET":
-        count = memory_list_for_user(user=request.user).count()
-        return render(request, "accounts/delete_memories.html", {"count": count})
-    count = memory_delete_all(user=request.user)
-    messages.success(request, f"Deleted all {count} memories and their history. Your coach starts afresh.")
-    return redirect("memories")
-
-
-@login_required
-@require_http_methods(["GET", "POST"])
-@reauthentication_required
-def account_delete_view(request: HtmxHttpRequest) -> HttpResponse:
-    """Erase the account and every row about the person, after they re-enter their password."""
-    if request.method == "GET":
-        return render(request, "accounts/delete_account.html")
-    user = request.user
-    account_delete(user=user)
-    logout(request)
-    messages.success(request, "Your account and everything about you is deleted. Goodbye, and take care.")
-    return redirect("account_login")
 
 
 # Helpers --------------------------------------------------------------------------------
@@ -410,7 +300,7 @@ def _render_edit(
     request: HtmxHttpRequest, memory: Memory, form: MemoryEditForm, *, changed_meanwhile: bool = False
 ) -> HttpResponse:
     context = {"memory": memory, "form": form, "changed_meanwhile": changed_meanwhile}
-    if _partial(request):
+    if wants_partial(request):
         return render(request, "accounts/memories.html#memory_edit", context)
     return render(request, "accounts/memory_edit.html", context)
 
@@ -429,6 +319,6 @@ def _gone_or_404(request: HtmxHttpRequest, key: str, *, form: MemoryForm) -> Htt
     if not memory_history_for_user(user=request.user, key=key).exists():
         raise Http404
     context = {"key": key, "form": form, "gone": True}
-    if _partial(request):
+    if wants_partial(request):
         return render(request, "accounts/memories.html#memory_gone", context)
     return render(request, "accounts/memory_edit.html", context)

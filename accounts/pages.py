@@ -1,0 +1,256 @@
+"""What the account pages show, in the person's words: the view-models the memory page,
+a memory's history and "what your coach sees" are rendered from, and the wording they use.
+
+Pure: built from rows the selectors (accounts/selectors.py) read, never querying.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+
+from emails.models import Email
+from memory.context import MemoryContext
+from memory.models import Memory, MemoryEvent, MemoryProposal, Source, Tier
+from memory.policy import protection_reason
+
+COMMUNICATION = "communication"
+
+NEXT_TO_FORGET_SHOWN = 5
+
+TIER_DESCRIPTIONS = {
+    Tier.PROFILE: "Who you are. Your coach reads all of it at the start of every conversation.",
+    Tier.EPISODIC: "Notes from your sessions: what happened, what helped, what to watch for.",
+    Tier.PROSPECTIVE: "Things to bring up later, each with the date your coach will raise it.",
+}
+COMMUNICATION_LABEL = "Communication history"
+
+WRITTEN_BY = {
+    Source.USER: "written by you",
+    Source.ONBOARDING: "from your onboarding",
+    Source.MANUAL: "you edited it",
+    Source.COACH: "your coach wrote this",
+}
+ACTORS = {
+    MemoryEvent.Actor.USER: "you",
+    MemoryEvent.Actor.COACH: "your coach",
+    MemoryEvent.Actor.ADMIN: "an administrator",
+    MemoryEvent.Actor.SYSTEM: "the app",
+}
+
+
+@dataclass(frozen=True)
+class NextNote:
+    """When the coach will next write between sessions, or why it will not."""
+
+    at: datetime | None
+    time_zone: str
+    why_not: str = ""
+
+
+@dataclass(frozen=True)
+class MemoryFilters:
+    tier: str = ""
+    category: str = ""
+    q: str = ""
+
+    @property
+    def active(self) -> bool:
+        return bool(self.tier or self.category or self.q)
+
+    def shows_tier(self, tier: str) -> bool:
+        return not self.tier or self.tier == tier
+
+    def matches(self, memory: Memory) -> bool:
+        if self.category and memory.category != self.category:
+            return False
+        return contains(self.q, memory.summary, memory.content, memory.key)
+
+
+@dataclass(frozen=True)
+class MemoryRow:
+    """One memory as the page shows it."""
+
+    memory: Memory
+    written_by: str
+    kept_because: str | None
+
+    @property
+    def shows_content(self) -> bool:
+        return self.memory.content.strip() != self.memory.summary.strip()
+
+
+@dataclass(frozen=True)
+class TierGroup:
+    tier: str
+    label: str
+    description: str
+    rows: tuple[MemoryRow, ...]
+    total: int
+
+
+@dataclass(frozen=True)
+class ProposalView:
+    proposal: MemoryProposal
+    proposed: dict[str, Any]
+    outdated: bool
+
+    @property
+    def is_delete(self) -> bool:
+        return self.proposal.kind == MemoryProposal.Kind.DELETE
+
+
+@dataclass(frozen=True)
+class ForgottenMemory:
+    event: MemoryEvent
+    fields: dict[str, Any]
+    restorable_until: datetime
+
+
+@dataclass(frozen=True)
+class MemoryPage:
+    groups: tuple[TierGroup, ...]
+    # None when the filters hide the communication tier.
+    emails: tuple[Email, ...] | None
+    email_total: int
+    proposals: tuple[ProposalView, ...]
+    forgotten: tuple[ForgottenMemory, ...]
+    next_to_forget: tuple[MemoryRow, ...]
+    total: int
+    kept_count: int
+    # Unprotected notes the coach may still add before the oldest start to go.
+    room_left: int
+    ceiling: int
+    forgotten_days: int
+    matches: int
+
+
+def memory_row(memory: Memory) -> MemoryRow:
+    return MemoryRow(
+        memory=memory,
+        written_by=WRITTEN_BY.get(memory.source, memory.source),
+        kept_because=protection_reason(memory.facts),
+    )
+
+
+def forgotten_memory(event: MemoryEvent) -> ForgottenMemory:
+    return ForgottenMemory(
+        event=event,
+        fields=event.before_fields(),
+        restorable_until=event.created_at + timedelta(days=settings.MEMORY_FORGOTTEN_DAYS),
+    )
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One event of a memory's history, in words."""
+
+    event: MemoryEvent
+    says: str
+    before: dict[str, Any]
+    after: dict[str, Any]
+    erased: bool
+
+    @property
+    def labels(self) -> tuple[str, str]:
+        # A suggestion changed nothing yet: it says what was proposed, not what it became.
+        if self.event.action == MemoryEvent.Action.PROPOSAL_MADE:
+            return ("Then", "Suggested")
+        return ("Was", "Became")
+
+    @property
+    def text_changed(self) -> bool:
+        return bool(self.before and self.after) and (
+            self.before.get("summary"),
+            self.before.get("content"),
+        ) != (self.after.get("summary"), self.after.get("content"))
+
+
+_SAYS = {
+    MemoryEvent.Action.CREATED: "{actor} saved it",
+    MemoryEvent.Action.UPDATED: "{actor} changed it",
+    MemoryEvent.Action.MERGED: "{actor} merged a similar note into it",
+    MemoryEvent.Action.DELETED: "{actor} deleted it",
+    MemoryEvent.Action.EVICTED: "forgotten to make room for newer notes",
+    MemoryEvent.Action.RESTORED: "{actor} restored it",
+    MemoryEvent.Action.PROPOSAL_MADE: "{actor} suggested a change",
+    MemoryEvent.Action.PROPOSAL_CONFIRMED: "{actor} accepted your coach's suggestion",
+    MemoryEvent.Action.PROPOSAL_REJECTED: "{actor} turned down your coach's suggestion",
+    MemoryEvent.Action.REEMBEDDED: "re-indexed for search",
+    MemoryEvent.Action.RAISED: "{actor} brought it up",
+}
+# Actions whose event normally carries the memory's text; without it, it was erased.
+_CARRIES_TEXT = frozenset(
+    {
+        MemoryEvent.Action.CREATED,
+        MemoryEvent.Action.UPDATED,
+        MemoryEvent.Action.MERGED,
+        MemoryEvent.Action.EVICTED,
+        MemoryEvent.Action.RESTORED,
+        MemoryEvent.Action.PROPOSAL_MADE,
+        MemoryEvent.Action.PROPOSAL_CONFIRMED,
+    }
+)
+
+
+def memory_history_entries(events: Iterable[MemoryEvent]) -> list[HistoryEntry]:
+    """A memory's events (from memory.selectors.memory_history_for_user) in words, newest first."""
+    entries = []
+    for event in events:
+        before, after = event.before_fields(), event.after_fields()
+        says = _SAYS.get(event.action, event.get_action_display()).format(actor=ACTORS.get(event.actor, event.actor))
+        entries.append(
+            HistoryEntry(
+                event=event,
+                says=says[0].upper() + says[1:],
+                before=before,
+                after=after,
+                erased=event.action in _CARRIES_TEXT and not before and not after,
+            )
+        )
+    return entries[::-1]
+
+
+def contains(query: str, *texts: str) -> bool:
+    if not query:
+        return True
+    needle = query.casefold()
+    return any(needle in text.casefold() for text in texts)
+
+
+CONTEXT_SECTIONS = {
+    "stage": "Your relationship stage",
+    "instructions": "How to read memories",
+    "protected": "Kept for good, in full",
+    "profile": "Profile, in full",
+    "prospective": "Coming up now, in full",
+    "index": "One line in the index",
+    "episodic": "Session note, in full",
+    "episode": "Weekly summary, in full",
+    "emails": "An email you were sent",
+}
+
+
+@dataclass(frozen=True)
+class ContextLine:
+    part: str
+    label: str
+    tokens: int
+    included: bool
+
+
+@dataclass(frozen=True)
+class ContextReport:
+    """What the next turn would send of the person's memory, and what it leaves out."""
+
+    context: MemoryContext
+    lines: tuple[ContextLine, ...]
+    budget: int
+
+    @property
+    def dropped(self) -> tuple[ContextLine, ...]:
+        return tuple(line for line in self.lines if not line.included)

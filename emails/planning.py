@@ -1,0 +1,243 @@
+"""Planning the communication tier: who is due which email now, written into the ledger.
+
+Planning inserts ledger rows for everyone due at once (one statement; the unique key
+(user, kind, period) turns a repeated tick into a no-op) and hands only the new rows to
+workers once the insert is committed. A session's recap and a week's episode are planned
+from facts the chat leaves behind (a session summarised), never called for by the chat.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, time, timedelta
+from zoneinfo import ZoneInfo
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
+
+from coach.models import ChatSession
+from coach.selectors import summarised_sessions_between
+from emails.models import Email
+from emails.schedule import SendingWindow, next_sending_time
+from emails.selectors import (
+    check_in_plan,
+    email_preference_for_user,
+    episode_plan,
+    nudge_plan,
+    recaps_wanted,
+)
+from memory.episodes import SessionOfWeek
+from memory.episodes import weekly_episode_write as episode_write
+from memory.models import Memory
+
+# Most emails the dispatcher hands out in one tick; the rest wait a minute for the next.
+DISPATCH_BATCH = 5000
+# Emails handed to workers one task each; a larger plan goes in batches (_hand_to_workers).
+HAND_OUT_BATCH = 500
+# How long after its summary a session may still get its recap: a recap that comes days
+# late is no longer one (the planner was down; the moment passed).
+RECAP_LOOKBACK = timedelta(days=1)
+Status = Email.Status
+Kind = Email.Kind
+
+
+def sending_window() -> SendingWindow:
+    return SendingWindow(settings.EMAIL_SENDING_WINDOW_START, settings.EMAIL_SENDING_WINDOW_END)
+
+
+def check_ins_plan(*, now: datetime | None = None) -> int:
+    """Plan a check-in for everyone with an intention coming up within the lead window
+    (one a person at most, the soonest), and send them. Returns how many were planned."""
+    now = now or timezone.now()
+    plan = check_in_plan(now=now, window=sending_window(), lead=timedelta(days=settings.MEMORY_PROSPECTIVE_LEAD_DAYS))
+    # The period is the memory: one check-in per intention, however often this runs.
+    return _insert_and_send(
+        f"""WITH {plan.ctes}
+        INSERT INTO emails_email ({_PLANNED_COLUMNS}, memory_id)
+        SELECT user_id, %(kind)s, 'memory-' || memory_id, {_PLANNED_VALUES}, memory_id FROM {plan.due}
+        ON CONFLICT ON CONSTRAINT email_once_per_user_kind_period DO NOTHING
+        RETURNING id""",  # noqa: S608 - built from this module's constants, never from input
+        plan.parameters | _planned_parameters(kind=Kind.CHECK_IN, now=now),
+    )
+
+
+def nudges_plan(*, now: datetime | None = None) -> int:
+    """Plan a nudge for everyone due one now, whatever their number, in a bounded number
+    of queries, and send them. Returns how many were planned."""
+    now = now or timezone.now()
+    plan = nudge_plan(now=now, window=sending_window())
+    return _insert_and_send(
+        f"""WITH {plan.ctes}
+        INSERT INTO emails_email ({_PLANNED_COLUMNS})
+        SELECT user_id, %(kind)s, period_key, {_PLANNED_VALUES} FROM {plan.due}
+        ON CONFLICT ON CONSTRAINT email_once_per_user_kind_period DO NOTHING
+        RETURNING id""",  # noqa: S608 - built from this module's constants, never from input
+        plan.parameters | _planned_parameters(kind=Kind.NUDGE, now=now),
+    )
+
+
+def session_recap_plan(*, session_id: int, now: datetime | None = None) -> Email | None:
+    """After a session is summarised: its recap email, if the person asked for recaps.
+    Sent at once, or kept for their next sending time when it is too late or too early."""
+    now = now or timezone.now()
+    session = ChatSession.objects.select_related("user").filter(pk=session_id).first()
+    if session is None or not session.summary.strip():
+        return None
+    preference = email_preference_for_user(user=session.user)
+    if not preference.session_summaries or preference.unsubscribed_at is not None:
+        return None
+    send_at = next_sending_time(now, preference.hours, sending_window())
+    if send_at is None:
+        return None
+    send_now = send_at == now
+    try:
+        with transaction.atomic():
+            email = Email.objects.create(
+                user=session.user,
+                kind=Kind.SESSION_SUMMARY,
+                period_key=f"session-{session_id}",
+                session=session,
+                send_after=lease_from(now) if send_now else send_at,
+                created_at=now,
+            )
+            if send_now:
+                _send_on_commit([email.pk])
+    except IntegrityError:
+        # Planned already (the summary was written twice): that one stands.
+        return None
+    return email
+
+
+def session_recaps_plan(*, now: datetime | None = None) -> int:
+    """Every minute: a recap for each session summarised lately whose person asked for
+    recaps and has none planned for it yet. Returns how many were planned."""
+    now = now or timezone.now()
+    planned = 0
+    for session_id in recaps_wanted(since=now - RECAP_LOOKBACK):
+        planned += session_recap_plan(session_id=session_id, now=now) is not None
+    return planned
+
+
+def emails_dispatch_due(*, now: datetime | None = None) -> int:
+    """Hand to workers the queued emails whose time has come: kept back by quiet hours,
+    or whose task was lost. Returns how many.
+
+    A claim older than EMAIL_CLAIM_STALE_SECONDS belongs to a worker that died between
+    claiming and recording the result: the email is queued again (see email_send for
+    why that is worth the rare duplicate)."""
+    now = now or timezone.now()
+    stale = now - timedelta(seconds=settings.EMAIL_CLAIM_STALE_SECONDS)
+    with transaction.atomic():
+        Email.objects.filter(status=Status.SENDING, claimed_at__lt=stale).update(
+            status=Status.QUEUED, claimed_at=None, send_after=now
+        )
+        with connection.cursor() as cursor:
+            # Each row handed out gets a new lease, so a second dispatcher (or the next
+            # tick) leaves it alone while its task waits in the queue; SKIP LOCKED lets
+            # two dispatchers split the work instead of queueing behind each other.
+            cursor.execute(
+                """UPDATE emails_email SET send_after = %(lease)s
+                WHERE id IN (
+                    SELECT id FROM emails_email
+                    WHERE status = %(queued)s AND send_after <= %(now)s
+                    ORDER BY send_after
+                    LIMIT %(batch)s
+                    FOR UPDATE SKIP LOCKED
+                )
+                RETURNING id""",
+                {"lease": lease_from(now), "queued": Status.QUEUED, "now": now, "batch": DISPATCH_BATCH},
+            )
+            due = [row[0] for row in cursor.fetchall()]
+        _send_on_commit(due)
+    return len(due)
+
+
+def weekly_episodes_plan(*, now: datetime | None = None) -> int:
+    """Ask for the weekly episode of everyone whose Sunday evening it is. Returns how many."""
+    from emails.tasks import write_weekly_episode
+
+    now = now or timezone.now()
+    due = episode_plan(now=now).select("user_id, week_key")
+    for user_id, week_key in due:
+        write_weekly_episode.delay(user_id, week_key)
+    return len(due)
+
+
+def weekly_episode_write(*, user_id: int, week_key: str, now: datetime | None = None) -> Memory | None:
+    """Have the person's week (`week_key`, their local ISO week) written up as a weekly
+    episode memory, from its summarised sessions. None when there is nothing to write,
+    or it is written already."""
+    now = now or timezone.now()
+    user = get_user_model().objects.filter(pk=user_id, is_active=True).first()
+    if user is None:
+        return None
+    zone = ZoneInfo(email_preference_for_user(user=user).time_zone)
+    _, year, week = week_key.split("-")
+    start = datetime.combine(date.fromisocalendar(int(year), int(week), 1), time(0), tzinfo=zone)
+    sessions = [
+        SessionOfWeek(day=f"{session.last_message_at.astimezone(zone):%A %Y-%m-%d}", summary=session.summary)
+        for session in summarised_sessions_between(user=user, start=start, end=start + timedelta(days=7))
+    ]
+    return episode_write(user=user, week_key=week_key, sessions=sessions, now=now)
+
+
+def emails_hand_out(*, email_ids: list[int]) -> int:
+    """One send task per email of a planned batch (see _hand_to_workers)."""
+    from emails.tasks import send_email
+
+    for email_id in email_ids:
+        send_email.delay(email_id)
+    return len(email_ids)
+
+
+_PLANNED_COLUMNS = (
+    "user_id, kind, period_key, status, send_after, attempts, error, embedding_model, provider_message_id, "
+    "created_at, updated_at"
+)
+
+
+_PLANNED_VALUES = "%(queued)s, %(lease)s, 0, '', '', '', %(now)s, %(now)s"
+
+
+def _planned_parameters(*, kind: str, now: datetime) -> dict[str, object]:
+    # Planned rows are sent at once: the lease keeps the dispatcher off them meanwhile.
+    return {"kind": kind, "queued": Status.QUEUED, "lease": lease_from(now), "now": now}
+
+
+def _insert_and_send(sql: str, parameters: dict[str, object]) -> int:
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(sql, parameters)
+        planned = [row[0] for row in cursor.fetchall()]
+        # Only the rows this statement created: a conflict (planned before) returns none.
+        _send_on_commit(planned)
+    return len(planned)
+
+
+def _send_on_commit(email_ids: list[int]) -> None:
+    # A worker must never look for a row that is not committed yet.
+    if email_ids:
+        transaction.on_commit(lambda: _hand_to_workers(email_ids))
+
+
+def _hand_to_workers(email_ids: list[int]) -> None:
+    """Publish the emails' send tasks: up to HAND_OUT_BATCH one task each; beyond, one task
+    per batch, which a worker fans out into one send task per email.
+
+    Publishing a task to Redis costs about half a millisecond, so a plan of 30,000 emails
+    published one by one would hold its tick for 15 seconds; in batches, the work is
+    shared by every worker there is, in parallel."""
+    from emails.tasks import hand_out_emails, send_email
+
+    if len(email_ids) <= HAND_OUT_BATCH:
+        for email_id in email_ids:
+            send_email.delay(email_id)
+        return
+    for start in range(0, len(email_ids), HAND_OUT_BATCH):
+        hand_out_emails.delay(email_ids[start : start + HAND_OUT_BATCH])
+
+
+def lease_from(now: datetime) -> datetime:
+    # A task still in the queue after a visibility timeout was lost (Redis would have
+    # handed an unacknowledged one to another worker by then): only then is it resent.
+    return now + timedelta(seconds=settings.CELERY_VISIBILITY_TIMEOUT_SECONDS)

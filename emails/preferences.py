@@ -1,0 +1,77 @@
+"""The person's email preferences and their one-click unsubscribe. Other apps ask here
+rather than write these tables."""
+
+from __future__ import annotations
+
+from datetime import datetime, time
+from typing import TYPE_CHECKING
+from zoneinfo import available_timezones
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils import timezone
+
+from emails.models import Email, EmailPreference
+
+if TYPE_CHECKING:
+    from accounts.models import User
+
+Status = Email.Status
+
+
+def email_preference_update(
+    *,
+    user: User,
+    frequency: str,
+    session_summaries: bool,
+    quiet_start: time,
+    quiet_end: time,
+    time_zone: str,
+) -> EmailPreference:
+    """Save how often and when the coach may email the person; the row is made on first save.
+    It does not undo an unsubscribe: only the person's explicit consent would."""
+    preference, _ = EmailPreference.objects.update_or_create(
+        user=user,
+        defaults={
+            "frequency": frequency,
+            "session_summaries": session_summaries,
+            "quiet_start": quiet_start,
+            "quiet_end": quiet_end,
+            "time_zone": time_zone,
+        },
+    )
+    return preference
+
+
+def email_time_zone_set(*, user: User, time_zone: str) -> bool:
+    """Use the browser's time zone for quiet hours; ignored unless it is a real zone name."""
+    if time_zone not in available_timezones():
+        return False
+    EmailPreference.objects.update_or_create(user=user, defaults={"time_zone": time_zone})
+    return True
+
+
+def email_unsubscribe(*, user_id: int, now: datetime | None = None) -> bool:
+    """Stop every email the coach would send the person, at once. Idempotent: the first
+    unsubscribe's time is kept. Returns whether this call changed anything.
+
+    Emails already planned are skipped here; one being sent right now is stopped by the
+    send task, which reads the preferences again after claiming it."""
+    now = now or timezone.now()
+    if not get_user_model().objects.filter(pk=user_id).exists():
+        return False
+    with transaction.atomic():
+        preference, _ = EmailPreference.objects.get_or_create(user_id=user_id)
+        changed = EmailPreference.objects.filter(pk=preference.pk, unsubscribed_at__isnull=True).update(
+            unsubscribed_at=now
+        )
+        Email.objects.filter(user_id=user_id, status=Status.QUEUED).update(
+            status=Status.SKIPPED, error="they unsubscribed before it was sent"
+        )
+    return changed == 1
+
+
+def email_resubscribe(*, user: User) -> bool:
+    """Let the coach write again after an unsubscribe. Returns whether anything changed;
+    emails skipped meanwhile stay skipped (their moment has passed)."""
+    return EmailPreference.objects.filter(user=user, unsubscribed_at__isnull=False).update(unsubscribed_at=None) == 1

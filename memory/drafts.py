@@ -1,0 +1,133 @@
+"""A memory's fields as a writer wants them, the rules they must follow, and the errors a
+write can end in (each fit to show whoever wrote: the person, or the model as a tool result).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from memory.models import KEY_MAX_CHARS, SUMMARY_MAX_CHARS, Category, Memory, ProspectiveStatus, Tier
+
+KEY_PATTERN = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+
+
+class MemoryWriteError(Exception):
+    """A write that cannot be made; the message is fit to show the writer."""
+
+
+class MemoryInvalid(MemoryWriteError):
+    def __init__(self, errors: dict[str, str]) -> None:
+        super().__init__("; ".join(f"{field}: {message}" for field, message in errors.items()))
+        self.errors = errors
+
+
+class MemoryNotFound(MemoryWriteError):
+    pass
+
+
+class MemoryIsProtected(MemoryWriteError):
+    """The coach tried to rewrite or delete a memory only the user may change."""
+
+
+class ProposalOutdated(MemoryWriteError):
+    pass
+
+
+class MemoryNotRestorable(MemoryWriteError):
+    """A forgotten memory that cannot come back: too old, already back, or its key taken."""
+
+
+@dataclass(frozen=True)
+class MemoryDraft:
+    """A memory's fields as a writer wants them."""
+
+    key: str
+    tier: str
+    category: str
+    summary: str
+    content: str
+    due_at: datetime | None = None
+    status: str = ""
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "key": self.key,
+                "tier": self.tier,
+                "category": self.category,
+                "summary": self.summary,
+                "content": self.content,
+                "due_at": self.due_at.isoformat() if self.due_at else None,
+                "status": self.status,
+            }
+        )
+
+    @classmethod
+    def from_fields(cls, fields: dict[str, Any]) -> MemoryDraft:
+        return cls(
+            key=fields["key"],
+            tier=fields["tier"],
+            category=fields["category"],
+            summary=fields["summary"],
+            content=fields["content"],
+            due_at=parse_datetime(fields["due_at"]) if fields.get("due_at") else None,
+            status=fields.get("status") or "",
+        )
+
+    @classmethod
+    def of(cls, memory: Memory) -> MemoryDraft:
+        return cls(
+            key=memory.key,
+            tier=memory.tier,
+            category=memory.category,
+            summary=memory.summary,
+            content=memory.content,
+            due_at=memory.due_at,
+            status=memory.status,
+        )
+
+
+def validate_draft(draft: MemoryDraft, *, now: datetime, due_may_be_past: bool = False) -> MemoryDraft:
+    """The draft with its text tidied, or MemoryInvalid naming every problem."""
+    draft = replace(
+        draft, key=draft.key.strip(), summary=" ".join(draft.summary.split()), content=draft.content.strip()
+    )
+    errors: dict[str, str] = {}
+    if not KEY_PATTERN.match(draft.key) or len(draft.key) > KEY_MAX_CHARS:
+        errors["key"] = f"use lowercase words joined by hyphens, at most {KEY_MAX_CHARS} characters"
+    if draft.tier not in Tier.values:
+        errors["tier"] = f"must be one of {', '.join(Tier.values)}"
+    if draft.category not in Category.values:
+        errors["category"] = f"must be one of {', '.join(Category.values)}"
+    if not draft.summary:
+        errors["summary"] = "must not be empty"
+    elif len(draft.summary) > SUMMARY_MAX_CHARS:
+        errors["summary"] = f"is {len(draft.summary)} characters; at most {SUMMARY_MAX_CHARS}"
+    if not draft.content:
+        draft = replace(draft, content=draft.summary)
+    elif len(draft.content) > settings.MEMORY_CONTENT_MAX_CHARS:
+        errors["content"] = f"is {len(draft.content)} characters; at most {settings.MEMORY_CONTENT_MAX_CHARS}"
+    if draft.tier == Tier.PROSPECTIVE:
+        if draft.due_at is None:
+            errors["due_at"] = "a prospective memory needs the date to bring it up"
+        elif timezone.is_naive(draft.due_at):
+            errors["due_at"] = "give a time zone (for example 2026-06-01T09:00:00Z)"
+        elif draft.due_at <= now and not due_may_be_past:
+            errors["due_at"] = "is in the past; a prospective memory is about something still to come"
+        if draft.status not in ProspectiveStatus.values:
+            draft = replace(draft, status=ProspectiveStatus.OPEN)
+    else:
+        if draft.due_at is not None:
+            errors["due_at"] = "only prospective memories have a due date"
+        draft = replace(draft, status="")
+    if errors:
+        raise MemoryInvalid(errors)
+    return draft

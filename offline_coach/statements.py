@@ -1,0 +1,249 @@
+"""What in a user's message is worth remembering, as the notes a coach would write down.
+
+Each recogniser reads one statement (a sentence, or the part of one where a new "I ..."
+begins) and returns at most one note. A statement with a date in it is an intention ("a
+talk in June"), so it does not also count as a goal or a schedule. Questions are never
+statements. Notes with the same key are merged, so one message yields one note per key,
+in the order the user said them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from datetime import date
+
+from offline_coach.dates import find_due_date, month_name
+from offline_coach.embeddings import STOP_WORDS
+from offline_coach.notes import FIRST_PERSON, PAST, PROFILE, PROSPECTIVE, Found, Note, Recogniser
+from offline_coach.phrasing import (
+    as_sentence,
+    capitalise,
+    clause_end,
+    clip,
+    lower_first,
+    slug,
+    statements,
+    summarise_clause,
+    third_person,
+)
+from offline_coach.safety import allergy, diet, injury, intolerance
+
+
+def notes_in(text: str, *, today: date) -> list[Note]:
+    """The memory-worthy statements in `text`, in order, one note per key."""
+    notes: list[Note] = []
+    for statement in statements(text):
+        if statement.endswith("?"):
+            continue
+        found = sorted(_found_in(statement, today), key=lambda item: item.start)
+        notes.extend(item.note for item in found)
+    return _merge_same_keys(notes)
+
+
+def _found_in(sentence: str, today: date) -> list[Found]:
+    found = [item for recognise in RECOGNISERS if (item := recognise(sentence, today))]
+    if any(item.note.tier == PROSPECTIVE for item in found):
+        found = [item for item in found if item.note.category not in {"goal", "schedule"}]
+    return found
+
+
+def _merge_same_keys(notes: list[Note]) -> list[Note]:
+    merged: dict[str, Note] = {}
+    for note in notes:
+        earlier = merged.get(note.key)
+        if earlier is None:
+            merged[note.key] = note
+        elif note.content not in earlier.content:
+            summary = clip(f"{earlier.summary}; {lower_first(note.summary)}")
+            merged[note.key] = replace(earlier, summary=summary, content=f"{earlier.content}\n{note.content}")
+    return list(merged.values())
+
+
+# Schedules ---------------------------------------------------------------------------
+
+SCHEDULE_CUE = re.compile(
+    r"(?<!this )(?<!next )(?<!last )\b(?:(?:mon|tues|wednes|thurs|fri|satur|sun)days?|weekends?|weekdays?|mornings?"
+    r"|evenings?|afternoons?|lunchtimes?|nights|(?:night|day|early|late|evening|morning) shifts?|shift work"
+    r"|\d{1,2}(?::\d{2})?\s?(?:am|pm)|before work|after work|every day|daily|(?:once|twice|\w+ times) a week)\b",
+    re.IGNORECASE,
+)
+SCHEDULE_ACTIVITY = re.compile(
+    r"\b(?:train|training|work out|working out|run|running|lift|lifting|exercise|gym|swim|swimming|cycle|cycling"
+    r"|ride|practise|practice|play|free|available|busy|work|working|study|write|writing|walk|shifts?)\b",
+    re.IGNORECASE,
+)
+
+
+def _schedule(sentence: str, today: date) -> Found | None:
+    cue = SCHEDULE_CUE.search(sentence)
+    if not cue or PAST.search(sentence) or not SCHEDULE_ACTIVITY.search(sentence):
+        return None
+    subjects = [match.start() for match in FIRST_PERSON.finditer(sentence[: cue.start()])]
+    if not subjects and not FIRST_PERSON.search(sentence):
+        return None
+    start = subjects[-1] if subjects else 0
+    clause = sentence[start : clause_end(sentence, cue.end())]
+    note = Note("schedule", PROFILE, "schedule", clip(summarise_clause(clause)), as_sentence(third_person(sentence)))
+    return Found(start, note)
+
+
+# Goals -------------------------------------------------------------------------------
+
+GOAL = re.compile(
+    r"\bmy (?:main |big |biggest |long-term |ultimate |real )?(?:goal|aim|target|ambition|dream)"
+    r"(?: for this year| this year)? is (?:to )?"
+    r"|\bi(?:'d| would) (?:really )?(?:like|love) to "
+    r"|\bi (?:really )?want to "
+    r"|\bi(?:'m| am) (?:trying|aiming|hoping|working|training|determined|planning) (?:to|for|towards|toward) "
+    r"|\bi (?:hope|plan) to ",
+    re.IGNORECASE,
+)
+# "I want to know ..." asks for something now; it is not a goal.
+NOT_GOALS = frozenset(
+    """
+    know ask understand check see talk chat say tell hear thank clarify
+    """.split()  # noqa: SIM905 - a word list reads best as words
+)
+GOAL_KEY_WORDS = 3
+GOAL_FILLERS = frozenset({"able", "really", "finally"})
+
+
+def _goal(sentence: str, today: date) -> Found | None:
+    match = GOAL.search(sentence)
+    if not match:
+        return None
+    aim = sentence[match.end() : clause_end(sentence, match.end())].strip()
+    words = [word for word in re.findall(r"[\w-]+", aim.lower()) if word not in STOP_WORDS | GOAL_FILLERS]
+    if not words or aim.split()[0].lower() in NOT_GOALS:
+        return None
+    summary = clip(f"Goal: {lower_first(third_person(aim))}")
+    key = slug(["goal", *words[:GOAL_KEY_WORDS]])
+    return Found(match.start(), Note(key, PROFILE, "goal", summary, as_sentence(third_person(sentence))))
+
+
+# Coaching style ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Style:
+    pattern: re.Pattern[str]
+    rule: str
+    summary: str
+    how: str
+
+
+STYLES = (
+    _Style(
+        re.compile(
+            r"\b(?:blunt|brutally honest|brutal honesty|straight talk|sugar-?coat\w*|tough love|no fluff"
+            r"|(?:don't|do not) hold back|be direct|direct feedback|honest feedback|give it to me straight)\b",
+            re.IGNORECASE,
+        ),
+        rule="Give blunt, direct feedback without sugar-coating",
+        summary="Wants blunt, direct feedback, no sugar-coating",
+        how="say plainly what isn't working and what to change; skip the cushioning.",
+    ),
+    _Style(
+        re.compile(
+            r"\b(?:keep (?:it|them|things|(?:your )?(?:answers|replies|responses|messages)) (?:short|brief|concise)"
+            r"|(?:short|shorter|brief|concise) (?:answers|replies|responses|messages)"
+            r"|to the point|less (?:text|waffle))\b",
+            re.IGNORECASE,
+        ),
+        rule="Keep answers short",
+        summary="Wants short, to-the-point answers",
+        how="two or three sentences or a short list; no preamble, no recap.",
+    ),
+    _Style(
+        re.compile(
+            r"\b(?:more detail|in (?:more )?detail|detailed (?:answers|explanations|feedback|plans?)"
+            r"|explain (?:the )?why)\b",
+            re.IGNORECASE,
+        ),
+        rule="Explain the reasoning in detail",
+        summary="Wants detailed explanations, with the why",
+        how="give the reason behind each suggestion, with specifics and numbers.",
+    ),
+    _Style(
+        re.compile(
+            r"\b(?:be (?:gentle|kind|encouraging|patient) with me|go easy on me"
+            r"|(?:gentle|encouraging|positive|kind|supportive) (?:feedback|coaching|approach|tone))\b",
+            re.IGNORECASE,
+        ),
+        rule="Be gentle and encouraging",
+        summary="Wants gentle, encouraging coaching",
+        how="lead with what went well; frame changes as next steps, not failures.",
+    ),
+)
+
+
+def _coaching_style(sentence: str, today: date) -> Found | None:
+    matches = [(match, style) for style in STYLES if (match := style.pattern.search(sentence))]
+    if not matches:
+        return None
+    styles = [style for _, style in matches]
+    rules = " ".join(f"{style.rule}." for style in styles)
+    how = " ".join(capitalise(style.how) for style in styles)
+    content = f'{rules}\nWhy: they asked for it ("{sentence}").\nHow to apply: {how}'
+    summary = clip("; ".join([styles[0].summary, *(lower_first(style.summary) for style in styles[1:])]))
+    start = min(match.start() for match, _ in matches)
+    return Found(start, Note("coaching-style", PROFILE, "feedback", summary, content))
+
+
+# Intentions with a date --------------------------------------------------------------
+
+EVENT = re.compile(
+    r"\b(half marathon|full marathon|job interview|driving test|marathon|ultra|triathlon|race|5k|10k|talk"
+    r"|presentation|keynote|exam|test|interview|wedding|trip|holiday|vacation|competition|tournament|match|meet"
+    r"|deadline|launch|appointment|surgery|operation|conference|hike|recital|concert|performance|show|audition"
+    r"|defence|defense|move|review|game|event|birthday|party|retreat|camp|new job)s?\b",
+    re.IGNORECASE,
+)
+FUTURE = re.compile(
+    r"\b(?:i'm|i am|i'll|i will|i've got|i have|going to|i need to|i must|i should|i plan|my [\w' ]+ (?:is|are))\b",
+    re.IGNORECASE,
+)
+CLAUSE_START = re.compile(r"[,;:]\s*|\s(?:but|so|and)\s", re.IGNORECASE)
+EVENT_KEY_WORDS = 2
+
+
+def _intention(sentence: str, today: date) -> Found | None:
+    due = find_due_date(sentence, today)
+    if due is None or PAST.search(sentence):
+        return None
+    event = EVENT.search(sentence)
+    if event:
+        event_words = event.group(1).lower().split()
+    elif FUTURE.search(sentence):
+        before = sentence[: due.start] or sentence[due.end :]
+        event_words = [word for word in re.findall(r"[\w-]+", before.lower()) if word not in STOP_WORDS]
+        event_words = event_words[-EVENT_KEY_WORDS:]
+    else:
+        return None
+    starts = [match.end() for match in CLAUSE_START.finditer(sentence[: due.start])]
+    clause_start = starts[-1] if starts else 0
+    summary = summarise_clause(sentence[clause_start : clause_end(sentence, due.end)])
+    if due.relative:
+        summary = f"{summary} ({due.label})"
+    note = Note(
+        slug([*event_words, month_name(due.day).lower()]),
+        PROSPECTIVE,
+        "project",
+        clip(summary),
+        f"{as_sentence(third_person(sentence))}\nDue: {due.label}.",
+        due.due_at,
+    )
+    return Found(clause_start, note)
+
+
+RECOGNISERS: tuple[Recogniser, ...] = (
+    injury,
+    allergy,
+    intolerance,
+    diet,
+    _schedule,
+    _goal,
+    _coaching_style,
+    _intention,
+)
