@@ -13,7 +13,7 @@ RUN pip install --no-cache-dir --require-hashes --no-deps -r requirements/app.lo
 
 COPY . .
 # collectstatic needs settings to load, not real services or secrets.
-RUN DJANGO_SECRET_KEY=collectstatic FIELD_ENCRYPTION_KEYS=collectstatic \
+RUN DJANGO_SECRET_KEY=collectstatic FIELD_ENCRYPTION_KEYS=collectstatic FIELD_LOOKUP_KEY=collectstatic \
     DATABASE_URL=postgresql://build@localhost/build REDIS_URL=redis://localhost:6379/0 \
     ALLOWED_HOSTS=build SITE_URL=https://build EMAIL_HOST=build \
     python manage.py collectstatic --noinput -v 0

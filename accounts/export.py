@@ -50,20 +50,26 @@ NOT_EXPORTED = {
     "administration, not the person (erased with the account all the same)",
     "account.emailconfirmation": "a one-time secret key for confirming an address; the address itself is "
     "exported under email_addresses",
+    "accounts.loginsession": "the app's record of a signed-in browser (an opaque key and an expiry); ended and "
+    "erased with the account",
+    "emails.weeklyepisoderequest": "the scheduler's note of which weeks were written up; the episodes "
+    "themselves are exported as memories",
     "accounts.user_groups": "staff permission groups; coached people have none",
     "accounts.user_user_permissions": "staff permissions; coached people have none",
 }
 
-_NEVER = frozenset({"password"})
+# A password hash, and the keyed hash by which a memory's key is found: neither is the
+# person's data, and neither means anything outside this app.
+_NEVER = frozenset({"password", "key_digest"})
 
 
 def account_export(*, user: User, now: datetime) -> dict[str, Any]:
     """The person's whole account as plain JSON-ready data, in a fixed number of queries."""
-    memories = list(Memory.objects.filter(user=user).defer("embedding").order_by("tier", "key"))
-    history: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    memories = list(Memory.objects.filter(user=user).defer("embedding").order_by("tier", "pk"))
+    history: dict[int | None, list[dict[str, Any]]] = defaultdict(list)
     for event in MemoryEvent.objects.filter(user=user).order_by("created_at", "pk"):
-        history[event.key].append(_event(event))
-    stored = {m.key for m in memories}
+        history[event.memory_id].append(_event(event))
+    stored = {m.pk for m in memories}
 
     messages: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for message in Message.objects.filter(session__user=user).order_by("created_at", "pk"):
@@ -83,12 +89,14 @@ def account_export(*, user: User, now: datetime) -> dict[str, Any]:
                 **_row(m),
                 "written_by": WRITTEN_BY.get(m.source, m.source),
                 "kept_because": protection_reason(m.facts),
-                "history": history.get(m.key, []),
+                "history": history.get(m.pk, []),
             }
             for m in memories
         ],
         "history_of_memories_no_longer_kept": [
-            {"key": key, "history": events} for key, events in sorted(history.items()) if key not in stored
+            {"memory_id": memory_id, "history": events}
+            for memory_id, events in sorted(history.items(), key=lambda item: item[0] or 0)
+            if memory_id not in stored
         ],
         "proposals": [
             {**_row(p, skip={"proposed"}), "memory_key": p.memory.key, "proposed": p.proposed_fields() or None}

@@ -6,10 +6,10 @@ memory.services.validate_draft, whose errors the views put back on these forms.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, time
+from datetime import datetime, time
 from functools import cache
 from typing import Any
-from zoneinfo import available_timezones
+from zoneinfo import ZoneInfo, available_timezones
 
 from django import forms
 from django.conf import settings
@@ -64,11 +64,15 @@ class MemoryForm(forms.Form):
         error_messages={"invalid_choice": "Choose open, raised, done or dismissed."},
     )
 
-    def __init__(self, *args: Any, current_due_at: datetime | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, current_due_at: datetime | None = None, time_zone: str = "UTC", **kwargs: Any
+    ) -> None:
         kwargs.setdefault("auto_id", "add-%s")
         kwargs.setdefault("label_suffix", "")
         super().__init__(*args, **kwargs)
         self.current_due_at = current_due_at
+        # The date is the person's: its morning on their own clock.
+        self.zone = ZoneInfo(time_zone)
         # Built here, not on the class, so the limit follows the setting at request time.
         limit = settings.MEMORY_CONTENT_MAX_CHARS
         self.fields["content"] = forms.CharField(
@@ -92,13 +96,14 @@ class MemoryForm(forms.Form):
             self.add_error("due_date", "A prospective memory needs the date to bring it up.")
         return cleaned
 
-    def draft(self, *, key: str = "") -> MemoryDraft:
+    def draft(self) -> MemoryDraft:
+        """The form as a draft; the key is the service's to give (neutral, never typed)."""
         data = self.cleaned_data
         due_at = None
         if data["tier"] == Tier.PROSPECTIVE:
             due_at = self._due_at(data["due_date"])
         return MemoryDraft(
-            key=key,
+            key="",
             tier=data["tier"],
             category=data["category"],
             summary=data["summary"],
@@ -109,18 +114,18 @@ class MemoryForm(forms.Form):
 
     def _due_at(self, day: Any) -> datetime:
         # An unchanged date keeps the exact time the memory had.
-        if self.current_due_at is not None and self.current_due_at.astimezone(UTC).date() == day:
+        if self.current_due_at is not None and self.current_due_at.astimezone(self.zone).date() == day:
             return self.current_due_at
-        return datetime.combine(day, DUE_TIME, tzinfo=UTC)
+        return datetime.combine(day, DUE_TIME, tzinfo=self.zone)
 
     @classmethod
-    def initial_for(cls, memory: Any) -> dict[str, Any]:
+    def initial_for(cls, memory: Any, *, time_zone: str = "UTC") -> dict[str, Any]:
         return {
             "summary": memory.summary,
             "content": "" if memory.content.strip() == memory.summary.strip() else memory.content,
             "tier": memory.tier,
             "category": memory.category,
-            "due_date": memory.due_at.astimezone(UTC).date() if memory.due_at else None,
+            "due_date": memory.due_at.astimezone(ZoneInfo(time_zone)).date() if memory.due_at else None,
             "status": memory.status,
         }
 
@@ -129,9 +134,9 @@ class MemoryEditForm(MemoryForm):
     # The version the person started from: a change made meanwhile is not overwritten.
     version = forms.IntegerField(widget=forms.HiddenInput, required=False, min_value=0)
 
-    def __init__(self, *args: Any, key: str, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, memory_id: int, **kwargs: Any) -> None:
         # Several memories can be open for editing on one page: their ids must differ.
-        super().__init__(*args, auto_id=f"edit-{key}-%s", **kwargs)
+        super().__init__(*args, auto_id=f"edit-{memory_id}-%s", **kwargs)
 
 
 class MemoryFilterForm(forms.Form):
@@ -159,6 +164,9 @@ def time_zone_choices() -> list[tuple[str, str]]:
 
 
 class EmailPreferenceForm(forms.ModelForm):
+    """The email preferences, and the person's time zone, which quiet hours are read in (it
+    is the person's own, on their account, and every date they are shown follows it)."""
+
     time_zone = forms.ChoiceField(
         label="Time zone",
         choices=time_zone_choices,
@@ -167,7 +175,7 @@ class EmailPreferenceForm(forms.ModelForm):
 
     class Meta:
         model = EmailPreference
-        fields = ["frequency", "session_summaries", "quiet_start", "quiet_end", "time_zone"]
+        fields = ["frequency", "session_summaries", "quiet_start", "quiet_end"]
         labels = {
             "frequency": "How often your coach may write",
             "session_summaries": "Send me a short recap after each session",
@@ -188,6 +196,11 @@ class EmailPreferenceForm(forms.ModelForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("label_suffix", "")
         super().__init__(*args, **kwargs)
+        self.fields["time_zone"].initial = self.instance.user.time_zone
+
+    def preferences(self) -> dict[str, Any]:
+        """The cleaned email preferences, without the time zone."""
+        return {name: self.cleaned_data[name] for name in self.Meta.fields}
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()

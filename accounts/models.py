@@ -1,12 +1,17 @@
-"""People who are coached: an email address is the login, there is no username."""
+"""People who are coached (an email address is the login, there is no username), and
+their login sessions."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, BaseUserManager, PermissionsMixin
+from django.contrib.sessions.base_session import AbstractBaseSession
 from django.db import models
 from django.utils import timezone
+
+DEFAULT_TIME_ZONE = "UTC"
 
 
 class UserManager(BaseUserManager["User"]):
@@ -33,6 +38,9 @@ class User(AbstractBaseUser, PermissionsMixin):
     date_joined = models.DateTimeField(default=timezone.now)
     # Set when the onboarding form is answered or skipped; until then login leads there.
     onboarded_at = models.DateTimeField(null=True, blank=True)
+    # The person's own clock: dates are shown in it, quiet hours and "the morning of a
+    # date" are read by it. An IANA name; every layer may read it off the user.
+    time_zone = models.CharField(max_length=64, default=DEFAULT_TIME_ZONE)
 
     objects = UserManager()
 
@@ -42,3 +50,22 @@ class User(AbstractBaseUser, PermissionsMixin):
 
     def __str__(self) -> str:
         return self.email
+
+
+class LoginSession(AbstractBaseSession):
+    """A login session (Django's session table, with its owner): erasing a person erases
+    their sessions in the same statement, and nothing has to decode every session to find
+    theirs. See accounts/sessions.py, the SESSION_ENGINE that fills in `user`."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.DB_CASCADE, null=True, blank=True, related_name="login_sessions"
+    )
+
+    class Meta:
+        db_table = "accounts_login_session"
+
+    @classmethod
+    def get_session_store_class(cls) -> type:
+        from accounts.sessions import SessionStore
+
+        return SessionStore

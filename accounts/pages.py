@@ -6,7 +6,7 @@ Pure: built from rows the selectors (accounts/selectors.py) read, never querying
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -14,11 +14,15 @@ from typing import Any
 from django.conf import settings
 
 from emails.models import Email
-from memory.context import MemoryContext
+from memory.context import LEFT_OUT, LINE, WHOLE, ContextItem, MemoryContext
 from memory.models import Memory, MemoryEvent, MemoryProposal, Source, Tier
 from memory.policy import protection_reason
 
 COMMUNICATION = "communication"
+# Long lists come a page at a time: a person with hundreds of forgotten notes, or a memory
+# with a long history, still gets a page that loads at once.
+FORGOTTEN_PAGE = 20
+HISTORY_PAGE = 50
 
 NEXT_TO_FORGET_SHOWN = 5
 
@@ -41,6 +45,26 @@ ACTORS = {
     MemoryEvent.Actor.ADMIN: "an administrator",
     MemoryEvent.Actor.SYSTEM: "the app",
 }
+
+
+@dataclass(frozen=True)
+class Paged:
+    """One page of a long list, and whether another follows."""
+
+    items: tuple[Any, ...]
+    number: int
+    has_more: bool
+
+    @property
+    def next_number(self) -> int:
+        return self.number + 1
+
+    def __iter__(self) -> Iterator[Any]:
+        # Templates loop over a page as over its items.
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
 
 
 @dataclass(frozen=True)
@@ -118,7 +142,7 @@ class MemoryPage:
     emails: tuple[Email, ...] | None
     email_total: int
     proposals: tuple[ProposalView, ...]
-    forgotten: tuple[ForgottenMemory, ...]
+    forgotten: Paged
     next_to_forget: tuple[MemoryRow, ...]
     total: int
     kept_count: int
@@ -222,35 +246,27 @@ def contains(query: str, *texts: str) -> bool:
     return any(needle in text.casefold() for text in texts)
 
 
-CONTEXT_SECTIONS = {
-    "stage": "Your relationship stage",
-    "instructions": "How to read memories",
-    "protected": "Kept for good, in full",
-    "profile": "Profile, in full",
-    "prospective": "Coming up now, in full",
-    "index": "One line in the index",
-    "episodic": "Session note, in full",
-    "episode": "Weekly summary, in full",
-    "emails": "An email you were sent",
+CONTEXT_FORMS = {
+    WHOLE: "In full",
+    LINE: "One line in the index",
+    LEFT_OUT: "Left out this time",
 }
 
 
 @dataclass(frozen=True)
-class ContextLine:
-    part: str
-    label: str
-    tokens: int
-    included: bool
-
-
-@dataclass(frozen=True)
 class ContextReport:
-    """What the next turn would send of the person's memory, and what it leaves out."""
+    """What the next turn would send of the person's memory, and the form each memory took."""
 
     context: MemoryContext
-    lines: tuple[ContextLine, ...]
-    budget: int
 
     @property
-    def dropped(self) -> tuple[ContextLine, ...]:
-        return tuple(line for line in self.lines if not line.included)
+    def dropped(self) -> tuple[ContextItem, ...]:
+        return self.context.dropped
+
+    @property
+    def whole(self) -> int:
+        return sum(1 for item in self.context.items if item.form == WHOLE)
+
+    @property
+    def as_lines(self) -> int:
+        return sum(1 for item in self.context.items if item.form == LINE)

@@ -9,26 +9,29 @@ proposals, forgotten memories and emails. What the pages make of the rows is pag
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
+from django.db.models import QuerySet
 
 from accounts.pages import (
     COMMUNICATION,
-    CONTEXT_SECTIONS,
+    FORGOTTEN_PAGE,
+    HISTORY_PAGE,
     NEXT_TO_FORGET_SHOWN,
     TIER_DESCRIPTIONS,
-    ContextLine,
     ContextReport,
-    ForgottenMemory,
     MemoryFilters,
     MemoryPage,
     NextNote,
+    Paged,
     ProposalView,
     TierGroup,
     contains,
     forgotten_memory,
+    memory_history_entries,
     memory_row,
 )
 from emails.models import Email, EmailPreference
@@ -43,7 +46,12 @@ from emails.selectors import (
 from memory.context import assemble_memory_context
 from memory.models import Tier
 from memory.policy import EPISODE, forgetting_order, is_protected
-from memory.selectors import memory_list_for_user, pending_proposals_for_user, recently_forgotten_for_user
+from memory.selectors import (
+    memory_history_for_user,
+    memory_list_for_user,
+    pending_proposals_for_user,
+    recently_forgotten_for_user,
+)
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -71,7 +79,7 @@ def memory_page_for_user(*, user: User, filters: MemoryFilters, now: datetime) -
     if filters.shows_tier(COMMUNICATION) and not filters.category:
         emails = tuple(e for e in sent if contains(filters.q, e.subject, e.body_text))
 
-    by_key = {m.key: rows[m.pk] for m in memories}
+    by_id = {m.pk: rows[m.pk] for m in memories}
     order = forgetting_order(m.facts for m in memories)
     notes = [m for m in memories if m.category != EPISODE]
     return MemoryPage(
@@ -82,8 +90,8 @@ def memory_page_for_user(*, user: User, filters: MemoryFilters, now: datetime) -
             ProposalView(proposal=p, proposed=p.proposed_fields(), outdated=p.memory.version != p.base_version)
             for p in pending_proposals_for_user(user=user)
         ),
-        forgotten=tuple(forgotten_memories_for_user(user=user, now=now)),
-        next_to_forget=tuple(by_key[facts.key] for facts in order[:NEXT_TO_FORGET_SHOWN]),
+        forgotten=forgotten_memories_for_user(user=user, now=now),
+        next_to_forget=tuple(by_id[facts.ref] for facts in order[:NEXT_TO_FORGET_SHOWN]),
         total=len(memories),
         kept_count=sum(1 for m in memories if is_protected(m.facts)),
         room_left=max(0, settings.MEMORY_MAX_STORED - len(notes)),
@@ -93,32 +101,39 @@ def memory_page_for_user(*, user: User, filters: MemoryFilters, now: datetime) -
     )
 
 
-def forgotten_memories_for_user(*, user: User, now: datetime) -> list[ForgottenMemory]:
-    """What the eviction policy removed lately and can still be restored, newest first."""
+def forgotten_memories_for_user(*, user: User, now: datetime, page: int = 1) -> Paged:
+    """What the eviction policy removed lately and can still be restored, newest first,
+    a page at a time."""
     events = recently_forgotten_for_user(user=user, now=now, days=settings.MEMORY_FORGOTTEN_DAYS)
-    return [forgotten_memory(event) for event in events]
+    return _page_of(events, page, FORGOTTEN_PAGE, forgotten_memory)
+
+
+def memory_history_page_for_user(*, user: User, memory_id: int, page: int = 1) -> Paged:
+    """One page of a memory's history, newest first, in words."""
+    events = memory_history_for_user(user=user, memory_id=memory_id).order_by("-created_at", "-pk")
+    start = (page - 1) * HISTORY_PAGE
+    window = list(events[start : start + HISTORY_PAGE + 1])
+    entries = memory_history_entries(reversed(window[:HISTORY_PAGE]))
+    return Paged(items=tuple(entries), number=page, has_more=len(window) > HISTORY_PAGE)
+
+
+def _page_of(queryset: QuerySet, page: int, size: int, make: Callable[[Any], Any]) -> Paged:
+    # One row more than a page says whether another page follows, without a count.
+    start = (page - 1) * size
+    window = list(queryset[start : start + size + 1])
+    return Paged(items=tuple(make(row) for row in window[:size]), number=page, has_more=len(window) > size)
 
 
 def context_report_for_user(*, user: User, now: datetime) -> ContextReport:
-    context = assemble_memory_context(user=user, now=now, sent_emails=sent_emails_for_prompt(user))
-    lines = tuple(
-        ContextLine(
-            part=CONTEXT_SECTIONS.get(item.section, item.section),
-            label=item.label,
-            tokens=item.tokens,
-            included=item.included,
-        )
-        for item in context.items
-        # The block markers are plumbing: a fresh random nonce on each side of the memories.
-        if item.section != "block"
-    )
-    return ContextReport(context=context, lines=lines, budget=settings.MEMORY_CONTEXT_BUDGET_TOKENS)
+    """What the next chat turn would send of the person's memory (with the emails the chat
+    is handed too), and the form each memory took."""
+    return ContextReport(context=assemble_memory_context(user=user, now=now, sent_emails=sent_emails_for_prompt(user)))
 
 
 def next_note_for_user(*, user: User, now: datetime) -> NextNote:
     """The account page's "your next note": the sending rule's answer, in the person's zone."""
     preference = email_preference_for_user(user=user)
-    zone = preference.time_zone
+    zone = user.time_zone
     if preference.unsubscribed_at is not None:
         return NextNote(at=None, time_zone=zone, why_not="You unsubscribed, so your coach sends no notes.")
     if preference.frequency == EmailPreference.Frequency.OFF:

@@ -9,15 +9,20 @@ protected: the coach can never evict them.
 
 from __future__ import annotations
 
+import hashlib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
+from urllib.parse import urlsplit
+from zoneinfo import available_timezones
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import User
-from emails.preferences import email_time_zone_set
 from infra import llm
+from infra.cache import cache_delete_matching
 from memory.drafts import MemoryDraft
 from memory.embeddings import memory_text
 from memory.models import SUMMARY_MAX_CHARS
@@ -64,16 +69,25 @@ QUESTIONS = (
 )
 
 
-def account_delete(*, user: User) -> None:
-    """Erase the person and every row about them.
+def account_delete(*, user: User, hosts: Iterable[str] = ()) -> None:
+    """Erase the person and every row about them, and what the cache counted of them.
 
-    Memories, their events and proposals, chat sessions and messages, emails and email
-    preferences cascade in the database itself; allauth's rows (email addresses and their
-    confirmations) and the admin log cascade in Django's collector. One transaction: either
-    all of it goes or none of it does.
+    Memories, their events and proposals, chat sessions and messages, emails, email
+    preferences and login sessions cascade in the database itself; allauth's rows (email
+    addresses and their confirmations) and the admin log cascade in Django's collector.
+    One transaction: either all of it goes or none of it does. Then, outside it, the
+    rate-limit counters kept under their id, their address, or "host:address" for each of
+    `hosts` (the host names they may have signed in at) are deleted from the cache.
     """
+    email = user.email.lower()
     with transaction.atomic():
         User.objects.filter(pk=user.pk).delete()
+    sources = [
+        email,
+        *(f"{host}:{email}" for host in {*hosts, *settings.ALLOWED_HOSTS, urlsplit(settings.SITE_URL).netloc}),
+    ]
+    digests = [hashlib.sha256(source.encode()).hexdigest() for source in sources]
+    cache_delete_matching([f"allauth:rl:*:user:{user.pk}", *(f"allauth:rl:*:{digest}" for digest in digests)])
 
 
 def onboarding_complete(*, user: User, answers: dict[str, str], time_zone: str = "") -> int:
@@ -86,8 +100,18 @@ def onboarding_complete(*, user: User, answers: dict[str, str], time_zone: str =
             memory_save(user=user, draft=draft, source="onboarding", actor="user", embedding=embedding)
         User.objects.filter(pk=user.pk).update(onboarded_at=timezone.now())
     if time_zone:
-        email_time_zone_set(user=user, time_zone=time_zone)
+        user_time_zone_set(user=user, time_zone=time_zone)
     return len(drafts)
+
+
+def user_time_zone_set(*, user: User, time_zone: str) -> bool:
+    """Read the person's clock in `time_zone` from now on (dates shown, quiet hours, the
+    morning of a date). Ignored, returning False, unless it is a real zone name."""
+    if time_zone not in available_timezones():
+        return False
+    User.objects.filter(pk=user.pk).update(time_zone=time_zone)
+    user.time_zone = time_zone
+    return True
 
 
 def onboarding_skip(*, user: User) -> None:

@@ -17,11 +17,13 @@ urlpatterns = [
     path("memories/context", memories.memories_context, name="memories_context"),
     path("memories/proposals/<int:pk>/confirm", memories.proposal_confirm_view, name="proposal_confirm"),
     path("memories/proposals/<int:pk>/reject", memories.proposal_reject_view, name="proposal_reject"),
+    path("memories/forgotten/", memories.memories_forgotten, name="memories_forgotten"),
     path("memories/forgotten/<int:pk>/restore", memories.memory_restore_view, name="memory_restore"),
-    # Memories are named by key, unique per person: another person's key is simply not found.
-    path("memories/<slug:key>/", memories.memory_detail, name="memory_detail"),
-    path("memories/<slug:key>/history", memories.memory_history, name="memory_history"),
-    path("memories/<slug:key>/edit", memories.memory_edit, name="memory_edit"),
-    path("memories/<slug:key>/delete", memories.memory_delete_view, name="memory_delete"),
-    path("memories/<slug:key>/keep", memories.memory_keep_view, name="memory_keep"),
+    # By id, never by key: a key can say what the memory says, and URLs end up in logs.
+    # Another person's id is simply not found.
+    path("memories/<int:pk>/", memories.memory_detail, name="memory_detail"),
+    path("memories/<int:pk>/history", memories.memory_history, name="memory_history"),
+    path("memories/<int:pk>/edit", memories.memory_edit, name="memory_edit"),
+    path("memories/<int:pk>/delete", memories.memory_delete_view, name="memory_delete"),
+    path("memories/<int:pk>/keep", memories.memory_keep_view, name="memory_keep"),
 ]

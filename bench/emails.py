@@ -82,22 +82,23 @@ def seed_people(first: int, count: int, *, now: datetime) -> int:
     numbers = range(first, first + count)
     with raw.cursor() as cursor:
         with cursor.copy(
-            "COPY accounts_user (password, email, name, is_staff, is_active, is_superuser, date_joined) FROM STDIN"
+            "COPY accounts_user (password, email, name, is_staff, is_active, is_superuser, date_joined, time_zone) "
+            "FROM STDIN"
         ) as copy:
-            for n in numbers:
-                copy.write_row(["!", f"bench-{n}@example.com", "", False, True, False, now])
+            for index, n in enumerate(numbers):
+                zone = night_zone if GROUPS[index % 3] == "asleep" else day_zone
+                copy.write_row(["!", f"bench-{n}@example.com", "", False, True, False, now, zone])
         cursor.execute(
             "SELECT id FROM accounts_user WHERE email = ANY(%s) ORDER BY id",
             [[f"bench-{n}@example.com" for n in numbers]],
         )
         ids = [row[0] for row in cursor.fetchall()]
         with cursor.copy(
-            "COPY emails_emailpreference (user_id, frequency, session_summaries, quiet_start, quiet_end, time_zone, "
-            "updated_at) FROM STDIN"
+            "COPY emails_emailpreference (user_id, frequency, session_summaries, quiet_start, quiet_end, updated_at) "
+            "FROM STDIN"
         ) as copy:
-            for index, user_id in enumerate(ids):
-                zone = night_zone if GROUPS[index % 3] == "asleep" else day_zone
-                copy.write_row([user_id, "weekly", False, "21:00", "08:00", zone, now])
+            for user_id in ids:
+                copy.write_row([user_id, "weekly", False, "21:00", "08:00", now])
         with cursor.copy(
             "COPY coach_chatsession (user_id, title, summary, created_at, updated_at, last_message_at) FROM STDIN"
         ) as copy:

@@ -1,5 +1,8 @@
 """Memory at scale: one user's search, context assembly and saves (with eviction), measured
 with 100 and then with 10,000 users of 74 memories each (1,024-dimension embeddings).
+Then the worst stores a person can have: 60 protected notes of the longest kind (context
+assembly, a coach save the ceiling refuses), and the memory page of someone with 500
+forgotten notes.
 
     bin/bench memory [--users 10000] [--runs 200]
 
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import random
 import statistics
 import sys
@@ -25,7 +29,9 @@ from bench.setup import django_for_benchmarks
 
 django_for_benchmarks()
 
+from django.conf import settings  # noqa: E402
 from django.db import connection, reset_queries  # noqa: E402
+from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 from django.utils import timezone  # noqa: E402
 from pgvector import Vector  # noqa: E402
@@ -35,7 +41,8 @@ from accounts.models import User  # noqa: E402
 from infra.encryption import encrypt  # noqa: E402
 from infra.llm import Embedding  # noqa: E402
 from memory.context import assemble_memory_context  # noqa: E402
-from memory.drafts import MemoryDraft  # noqa: E402
+from memory.drafts import MemoryDraft, MemoryWriteError  # noqa: E402
+from memory.models import MemoryEvent, key_digest  # noqa: E402
 from memory.selectors import memories_by_similarity  # noqa: E402
 from memory.services import memory_save  # noqa: E402
 
@@ -57,6 +64,7 @@ VECTORS = [Vector(random_vector()) for _ in range(256)]
 TEXTS = [
     (encrypt(f"Observation {i} about training"), encrypt(f"Longer note {i}: " + "detail " * 30)) for i in range(74)
 ]
+KEYS = [encrypt(f"m-{i}") for i in range(74)]
 
 
 def seed_users(first: int, count: int, *, memories_each: int = PER_USER) -> list[int]:
@@ -66,23 +74,25 @@ def seed_users(first: int, count: int, *, memories_each: int = PER_USER) -> list
     register_vector(raw)
     with raw.cursor() as cursor:
         with cursor.copy(
-            "COPY accounts_user (password, email, name, is_staff, is_active, is_superuser, date_joined) FROM STDIN"
+            "COPY accounts_user (password, email, name, is_staff, is_active, is_superuser, date_joined, time_zone) "
+            "FROM STDIN"
         ) as copy:
             for n in range(first, first + count):
-                copy.write_row(["!", f"bench-{n}@example.com", "", False, True, False, now])
+                copy.write_row(["!", f"bench-{n}@example.com", "", False, True, False, now, "UTC"])
         cursor.execute(
             "SELECT id FROM accounts_user WHERE email = ANY(%s) ORDER BY id",
             [[f"bench-{n}@example.com" for n in range(first, first + count)]],
         )
         ids = [row[0] for row in cursor.fetchall()]
         columns = (
-            "user_id, key, tier, category, source, summary, content, embedding, embedding_model, status, "
-            "version, created_at, updated_at"
+            "user_id, key, key_digest, tier, category, source, summary, content, embedding, embedding_model, "
+            "status, version, created_at, updated_at"
         )
         with cursor.copy(f"COPY memory_memory ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
             copy.set_types(
                 [
                     "int8",
+                    "text",
                     "varchar",
                     "varchar",
                     "varchar",
@@ -105,7 +115,8 @@ def seed_users(first: int, count: int, *, memories_each: int = PER_USER) -> list
                     copy.write_row(
                         [
                             user_id,
-                            f"m-{i}",
+                            KEYS[i],
+                            key_digest(user_id, f"m-{i}"),
                             "episodic",
                             "episode" if episode else "habit",
                             "coach",
@@ -158,14 +169,17 @@ def measure_user(user: User, runs: int) -> dict[str, tuple[float, float, int]]:
     def assemble(_: int) -> None:
         assemble_memory_context(user=user, now=now)
 
+    added: list[int] = []
+
     def save_new_key(run: int) -> None:
         # A new key: at 74 memories the store is at its ceiling, so every save also evicts.
-        save(user, f"bench-new-{next(SAVES)}", run)
+        added.append(save(user, f"bench-new-{next(SAVES)}", run))
 
     def keep_size() -> None:
         # Below the ceiling a new key would grow the store: put it back to its measured size.
         if not at_ceiling:
-            user.memories.filter(key__startswith="bench-new-").delete()
+            user.memories.filter(pk__in=added).delete()
+            added.clear()
 
     def save_same_key(run: int) -> None:
         save(user, "bench-rewritten", run)
@@ -178,10 +192,83 @@ def measure_user(user: User, runs: int) -> dict[str, tuple[float, float, int]]:
     }
 
 
-def save(user: User, key: str, run: int) -> None:
-    draft = MemoryDraft(key=key, tier="episodic", category="habit", summary=f"Saved {run}", content="Saved")
+def save(user: User, key: str, run: int, *, category: str = "habit") -> int:
+    draft = MemoryDraft(key=key, tier="episodic", category=category, summary=f"Saved {run}", content="Saved")
     embedding = Embedding(VECTORS[run % len(VECTORS)].to_list(), MODEL)
-    memory_save(user=user, draft=draft, source="coach", actor="coach", embedding=embedding)
+    return memory_save(user=user, draft=draft, source="coach", actor="coach", embedding=embedding).memory.pk
+
+
+def measure_worst_stores(runs: int) -> dict[str, tuple[float, float, int, str]]:
+    """60 protected coach notes of the longest kind, and a person with 500 forgotten notes."""
+    full = User.objects.create_user("bench-protected@example.com", "x")
+    for n in range(60):
+        draft = MemoryDraft(
+            key=f"medical-{n + 1}",
+            tier="profile",
+            category="medical",
+            summary=("S" * 146) + f"{n:04d}",
+            content="C" * settings.MEMORY_CONTENT_MAX_CHARS,
+        )
+        embedding = Embedding(VECTORS[n % len(VECTORS)].to_list(), MODEL)
+        memory_save(user=full, draft=draft, source="coach", actor="coach", embedding=embedding)
+    now = timezone.now()
+    block = assemble_memory_context(user=full, now=now)
+
+    def refused_save(run: int) -> None:
+        try:
+            save(full, f"bench-refused-{abs(run)}", run, category="allergy")
+        except MemoryWriteError:
+            return
+        raise AssertionError("a coach save past the protected ceiling was kept")
+
+    forgetful = User.objects.create_user("bench-forgetful@example.com", "x", onboarded_at=now)
+    MemoryEvent.objects.bulk_create(
+        MemoryEvent(
+            user=forgetful,
+            memory_id=50_000_000 + n,
+            key=f"note-{n}",
+            actor="system",
+            action="evicted",
+            reason="the oldest of the coach's session notes, when more than 60 memories were kept",
+            before=forgotten_snapshot(n),
+            created_at=now - timedelta(minutes=n),
+        )
+        for n in range(500)
+    )
+    client = Client(SERVER_NAME="localhost")
+    client.force_login(forgetful)
+    page_bytes = len(client.get("/memories/").content)
+
+    def memory_page(_: int) -> None:
+        client.get("/memories/")
+
+    assembly = measure(lambda _: assemble_memory_context(user=full, now=now), runs)
+    return {
+        "context assembly, 60 protected notes of 2,000 characters": (
+            *assembly,
+            f"{block.tokens:,} of {block.budget:,} tokens",
+        ),
+        "coach save at that ceiling (refused)": (*measure(refused_save, runs), "refused, nothing written"),
+        "memory page, 500 forgotten notes (server time)": (
+            *measure(memory_page, max(20, runs // 5)),
+            f"{page_bytes / 1024:.0f} KB",
+        ),
+    }
+
+
+def forgotten_snapshot(n: int) -> str:
+    return json.dumps(
+        {
+            "key": f"note-{n}",
+            "tier": "episodic",
+            "category": "habit",
+            "source": "coach",
+            "summary": f"Forgotten note number {n} about a session, with some detail",
+            "content": "x" * 400,
+            "due_at": None,
+            "status": "",
+        }
+    )
 
 
 def main() -> None:
@@ -203,6 +290,8 @@ def main() -> None:
     print(f"seeded {args.users - 100} more users in {time.perf_counter() - started:.1f} s", flush=True)
     results |= {(args.users, n): measure_user(user, args.runs) for n, user in users.items()}
 
+    worst = measure_worst_stores(args.runs)
+
     print()
     print("| users | memories of the user | operation | p50 ms | p95 ms | queries | p95 vs 100 users |")
     print("|---:|---:|---|---:|---:|---:|---:|")
@@ -210,6 +299,11 @@ def main() -> None:
         for name, (p50, p95, queries) in operations.items():
             ratio = p95 / results[(100, memories)][name][1]
             print(f"| {count:,} | {memories} | {name} | {p50:.2f} | {p95:.2f} | {queries} | {ratio:.2f}x |")
+    print()
+    print("| the worst stores | p50 ms | p95 ms | queries | size |")
+    print("|---|---:|---:|---:|---|")
+    for name, (p50, p95, queries, size) in worst.items():
+        print(f"| {name} | {p50:.2f} | {p95:.2f} | {queries} | {size} |")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ def django_for_benchmarks() -> None:
     os.environ.setdefault("DJANGO_DEBUG", "true")
     os.environ.setdefault("DJANGO_SECRET_KEY", "benchmark-only-secret-" + "b" * 30)
     os.environ.setdefault("FIELD_ENCRYPTION_KEYS", Fernet.generate_key().decode())
+    os.environ.setdefault("FIELD_LOOKUP_KEY", "bench-lookup-key-not-for-production-" + "z" * 20)
     os.environ.setdefault("LOG_LEVEL", "WARNING")
 
     import django

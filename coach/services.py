@@ -75,10 +75,12 @@ def message_post(
             created_at=now,
         )
         session.last_message_at = now
-        session.ended_at = None
+        if session.ended_at is not None:
+            # Reopened: it is summarised again when it ends again, with what came after.
+            session.ended_at, session.summarised_at = None, None
         if not session.title:
             session.title = _title_from(text)
-        session.save(update_fields=["last_message_at", "ended_at", "title", "updated_at"])
+        session.save(update_fields=["last_message_at", "ended_at", "summarised_at", "title", "updated_at"])
     return message
 
 

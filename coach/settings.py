@@ -43,6 +43,14 @@ FIELD_ENCRYPTION_KEYS = [
     if key.strip()
 ]
 
+# Keys the lookup digests of encrypted values (a memory's key): HMAC-SHA256, see
+# infra/encryption.py. Changing it needs `manage.py rotate_encryption_keys` at once.
+FIELD_LOOKUP_KEY = env_required(
+    "FIELD_LOOKUP_KEY",
+    why="it keys the digests by which encrypted memory keys are found; make one with: "
+    "python -c 'import secrets; print(secrets.token_urlsafe(48))'",
+)
+
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
 if not ALLOWED_HOSTS:
     raise ImproperlyConfigured("ALLOWED_HOSTS is not set: list the host names this app answers to, comma-separated.")
@@ -144,6 +152,8 @@ CACHES = {
 }
 
 AUTH_USER_MODEL = "accounts.User"
+# Database sessions that know their owner, so erasing a person ends every login of theirs.
+SESSION_ENGINE = "accounts.sessions"
 AUTHENTICATION_BACKENDS = [
     "django.contrib.auth.backends.ModelBackend",
     "allauth.account.auth_backends.AuthenticationBackend",

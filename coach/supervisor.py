@@ -239,17 +239,28 @@ def app_is_running(data_dir: Path) -> bool:
 
 
 def ensure_env_file(path: Path) -> bool:
-    """Write development secrets once. Returns whether the file was created."""
-    if path.exists():
-        return False
+    """Write development secrets once, and any a newer version needs to an older file.
+    Returns whether the file was created."""
     from cryptography.fernet import Fernet
 
+    secrets_wanted = {
+        "DJANGO_SECRET_KEY": lambda: secrets.token_urlsafe(50),
+        "FIELD_ENCRYPTION_KEYS": lambda: Fernet.generate_key().decode(),
+        "FIELD_LOOKUP_KEY": lambda: secrets.token_urlsafe(48),
+    }
+    if path.exists():
+        present = {line.split("=", 1)[0].strip() for line in path.read_text().splitlines() if "=" in line}
+        missing = [name for name in secrets_wanted if name not in present]
+        if missing:
+            ends_a_line = path.read_text().endswith("\n") or not path.read_text()
+            with path.open("a") as env:
+                env.write("" if ends_a_line else "\n")
+                env.writelines(f"{name}={secrets_wanted[name]()}\n" for name in missing)
+        return False
     path.write_text(
         "# Development settings, written once by the run command. Git-ignored: keep it private.\n"
         "# Losing FIELD_ENCRYPTION_KEYS makes stored memories and messages unreadable.\n"
-        "DJANGO_DEBUG=true\n"
-        f"DJANGO_SECRET_KEY={secrets.token_urlsafe(50)}\n"
-        f"FIELD_ENCRYPTION_KEYS={Fernet.generate_key().decode()}\n"
+        "DJANGO_DEBUG=true\n" + "".join(f"{name}={make()}\n" for name, make in secrets_wanted.items())
     )
     path.chmod(0o600)
     return True

@@ -122,7 +122,7 @@ async def _run_turn(
 
 async def _converse(*, user: User, message: Message, messages: list[dict[str, Any]], words: _Words) -> None:
     """The model's rounds: words streamed as they come, tool calls applied in order between."""
-    context = ToolContext(user=user, session_id=message.session_id, message_id=message.pk)
+    context = ToolContext(user=user, time_zone=user.time_zone, session_id=message.session_id, message_id=message.pk)
     for round_number in range(settings.COACH_MAX_TOOL_ROUNDS + 1):
         # The last round offers no tools: the model has to answer in words.
         tools = tool_definitions() if round_number < settings.COACH_MAX_TOOL_ROUNDS else None

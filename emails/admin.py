@@ -52,7 +52,6 @@ class EmailPreferenceAdmin(ReadOnlyAdmin):
         "session_summaries",
         "quiet_start",
         "quiet_end",
-        "time_zone",
         "unsubscribed_at",
     ]
     list_filter = ["frequency", "session_summaries", ("unsubscribed_at", admin.EmptyFieldListFilter)]

@@ -28,7 +28,6 @@ class EmailPreference(models.Model):
     session_summaries = models.BooleanField(default=False, help_text="A short recap by email after each session.")
     quiet_start = models.TimeField(default=time(21, 0), help_text="No email from this local time...")
     quiet_end = models.TimeField(default=time(8, 0), help_text="...until this one (may cross midnight).")
-    time_zone = models.CharField(max_length=64, default="UTC")
     unsubscribed_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -38,7 +37,8 @@ class EmailPreference(models.Model):
     @property
     def hours(self) -> SendingHours:
         """When the person may be written to, as the sending rule reads it."""
-        return SendingHours(time_zone=self.time_zone, quiet_start=self.quiet_start, quiet_end=self.quiet_end)
+        # The person's zone is theirs (accounts.User.time_zone), not a preference of emails.
+        return SendingHours(time_zone=self.user.time_zone, quiet_start=self.quiet_start, quiet_end=self.quiet_end)
 
 
 class Email(models.Model):
@@ -122,3 +122,19 @@ def opening_line(body: str) -> str:
         if not (line.endswith(",") and len(line.split()) <= 4):
             return Truncator(line).chars(OPENING_MAX_CHARS)
     return lines[0] if lines else ""
+
+
+class WeeklyEpisodeRequest(models.Model):
+    """The scheduler's note that a person's week was asked to be written up: one per
+    person and week, ever. So a week is written once, and an episode the person deleted
+    is not written again by the next tick of their Sunday evening."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.DB_CASCADE, related_name="+")
+    week_key = models.CharField(max_length=16)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "week_key"], name="episode_once_per_user_week")]
+
+    def __str__(self) -> str:
+        return f"{self.week_key} of {self.user_id}"

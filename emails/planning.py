@@ -154,14 +154,25 @@ def emails_dispatch_due(*, now: datetime | None = None) -> int:
 
 
 def weekly_episodes_plan(*, now: datetime | None = None) -> int:
-    """Ask for the weekly episode of everyone whose Sunday evening it is. Returns how many."""
+    """Ask for the weekly episode of everyone whose Sunday evening it is, once per person
+    and week (the request is recorded, so a repeated tick, or an episode the person
+    deleted, asks nothing again). Returns how many were asked for."""
     from emails.tasks import write_weekly_episode
 
     now = now or timezone.now()
-    due = episode_plan(now=now).select("user_id, week_key")
-    for user_id, week_key in due:
-        write_weekly_episode.delay(user_id, week_key)
-    return len(due)
+    plan = episode_plan(now=now)
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            f"""WITH {plan.ctes}
+            INSERT INTO emails_weeklyepisoderequest (user_id, week_key, created_at)
+            SELECT user_id, week_key, %(now)s FROM {plan.due}
+            ON CONFLICT ON CONSTRAINT episode_once_per_user_week DO NOTHING
+            RETURNING user_id, week_key""",  # noqa: S608 - built from this module's constants, never from input
+            plan.parameters,
+        )
+        asked = cursor.fetchall()
+        transaction.on_commit(lambda: [write_weekly_episode.delay(user_id, week_key) for user_id, week_key in asked])
+    return len(asked)
 
 
 def weekly_episode_write(*, user_id: int, week_key: str, now: datetime | None = None) -> Memory | None:
@@ -172,7 +183,7 @@ def weekly_episode_write(*, user_id: int, week_key: str, now: datetime | None = 
     user = get_user_model().objects.filter(pk=user_id, is_active=True).first()
     if user is None:
         return None
-    zone = ZoneInfo(email_preference_for_user(user=user).time_zone)
+    zone = ZoneInfo(user.time_zone)
     _, year, week = week_key.split("-")
     start = datetime.combine(date.fromisocalendar(int(year), int(week), 1), time(0), tzinfo=zone)
     sessions = [

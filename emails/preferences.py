@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from datetime import datetime, time
 from typing import TYPE_CHECKING
-from zoneinfo import available_timezones
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
@@ -26,7 +25,6 @@ def email_preference_update(
     session_summaries: bool,
     quiet_start: time,
     quiet_end: time,
-    time_zone: str,
 ) -> EmailPreference:
     """Save how often and when the coach may email the person; the row is made on first save.
     It does not undo an unsubscribe: only the person's explicit consent would."""
@@ -37,18 +35,9 @@ def email_preference_update(
             "session_summaries": session_summaries,
             "quiet_start": quiet_start,
             "quiet_end": quiet_end,
-            "time_zone": time_zone,
         },
     )
     return preference
-
-
-def email_time_zone_set(*, user: User, time_zone: str) -> bool:
-    """Use the browser's time zone for quiet hours; ignored unless it is a real zone name."""
-    if time_zone not in available_timezones():
-        return False
-    EmailPreference.objects.update_or_create(user=user, defaults={"time_zone": time_zone})
-    return True
 
 
 def email_unsubscribe(*, user_id: int, now: datetime | None = None) -> bool:

@@ -94,7 +94,10 @@ def email_for_sending(*, email_id: int) -> Email | None:
 
 def email_preference_for_user(*, user: User) -> EmailPreference:
     """The person's preferences as they stand now; the defaults, unsaved, until first saved."""
-    return EmailPreference.objects.filter(user=user).first() or EmailPreference(user=user)
+    preference = EmailPreference.objects.filter(user=user).first() or EmailPreference(user=user)
+    # The caller's user object: reading their zone off the preference costs no query.
+    preference.user = user
+    return preference
 
 
 def next_nudge_for_user(*, user: User, now: datetime, window: SendingWindow) -> datetime | None:
@@ -170,7 +173,7 @@ _PEOPLE = """people AS (
            CASE WHEN zone.name IS NOT NULL THEN %(now)s::timestamptz AT TIME ZONE zone.name END AS local_now
     FROM accounts_user u
     LEFT JOIN emails_emailpreference p ON p.user_id = u.id
-    LEFT JOIN pg_timezone_names zone ON zone.name = COALESCE(p.time_zone, %(default_time_zone)s)
+    LEFT JOIN pg_timezone_names zone ON zone.name = u.time_zone
     WHERE u.is_active
 )"""
 
@@ -254,8 +257,8 @@ _DUE_EPISODES = """due_episodes AS (
             AND session.last_message_at >= DATE_TRUNC('week', people.local_now) AT TIME ZONE people.time_zone
       )
       AND NOT EXISTS (
-          SELECT 1 FROM memory_memory memory
-          WHERE memory.user_id = people.user_id AND memory.key = 'week-' || TO_CHAR(people.local_now, 'IYYY-IW')
+          SELECT 1 FROM emails_weeklyepisoderequest asked
+          WHERE asked.user_id = people.user_id AND asked.week_key = 'week-' || TO_CHAR(people.local_now, 'IYYY-IW')
       )
 )"""
 
@@ -269,7 +272,6 @@ def _parameters(now: datetime, window: SendingWindow | None = None, lead: timede
         "default_frequency": defaults["frequency"],
         "default_quiet_start": defaults["quiet_start"],
         "default_quiet_end": defaults["quiet_end"],
-        "default_time_zone": defaults["time_zone"],
         "weekly": Frequency.WEEKLY.value,
         "twice_weekly": Frequency.TWICE_WEEKLY.value,
         "off": Frequency.OFF.value,

@@ -23,6 +23,7 @@ from emails.planning import (
 )
 from emails.sending import EmailTemporaryFailure, email_give_up, email_send
 from infra.llm import LLMError
+from memory.drafts import MemoryWriteError
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +97,9 @@ def write_weekly_episode(self: Task, user_id: int, week_key: str) -> None:
     evening asks again."""
     try:
         weekly_episode_write(user_id=user_id, week_key=week_key)
+    except MemoryWriteError as refused:
+        # The store has no room a coach may take (fourteen episodes the person kept, say).
+        logger.info("the weekly episode %s of %s was not kept: %s", week_key, user_id, refused)
     except LLMError as error:
         if not error.retryable or self.request.retries >= settings.EMAIL_SEND_MAX_RETRIES:
             logger.warning("the weekly episode %s of %s could not be written: %s", week_key, user_id, error)

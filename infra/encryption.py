@@ -3,10 +3,17 @@
 The first key encrypts; every key decrypts, so a new key can be put in front and old rows
 re-encrypted in the background (`manage.py rotate_encryption_keys`). A value no key can
 decrypt raises DecryptionError: ciphertext is never handed on as if it were text.
+
+Encrypted text cannot be looked up in SQL (the same text encrypts differently each time).
+Where a value must be found, it is stored beside its lookup digest: HMAC-SHA256 under
+FIELD_LOOKUP_KEY, a secret of its own, so the digest says nothing to whoever lacks it and
+stays the same while encryption keys rotate.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from functools import lru_cache
 from typing import Any
 
@@ -37,6 +44,18 @@ def reencrypt(token: str) -> str:
         return _keyring(tuple(settings.FIELD_ENCRYPTION_KEYS)).rotate(token.encode()).decode()
     except InvalidToken:
         raise DecryptionError("stored text could not be decrypted with any FIELD_ENCRYPTION_KEYS key") from None
+
+
+def lookup_digest(text: str) -> str:
+    """The keyed hash by which an encrypted value is found: 64 hex characters."""
+    return hmac.new(_lookup_key(settings.FIELD_LOOKUP_KEY), text.encode(), hashlib.sha256).hexdigest()
+
+
+@lru_cache(maxsize=2)
+def _lookup_key(secret: str) -> bytes:
+    if len(secret) < 32:
+        raise ImproperlyConfigured("FIELD_LOOKUP_KEY must be a secret of at least 32 characters.")
+    return secret.encode()
 
 
 @lru_cache(maxsize=4)

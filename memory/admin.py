@@ -29,28 +29,16 @@ class ProtectedFilter(admin.SimpleListFilter):
         return queryset
 
 
-class MemoryEventInline(admin.TabularInline):
-    model = MemoryEvent
-    fields = ["created_at", "actor", "action", "reason"]
-    readonly_fields = fields
-    extra = 0
-    can_delete = False
-    ordering = ["-created_at"]
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
 @admin.register(Memory)
 class MemoryAdmin(admin.ModelAdmin):
-    list_display = ["key", "user", "tier", "category", "source", "protected", "updated_at"]
+    # No key and no text in the lists: keys say as much as the notes (DESIGN.md section 8).
+    list_display = ["pk", "user", "tier", "category", "source", "protected", "updated_at"]
     list_filter = ["tier", "category", "source", ProtectedFilter]
-    search_fields = ["key", "user__email"]
+    search_fields = ["user__email"]
     list_select_related = ["user"]
     raw_id_fields = ["user"]
     fields = ["user", "key", "tier", "category", "source", "summary", "content", "due_at", "status"]
     readonly_fields = ["embedding_model", "version", "created_at", "updated_at"]
-    inlines = [MemoryEventInline]
 
     @admin.display(boolean=True)
     def protected(self, memory: Memory) -> bool:
@@ -71,7 +59,9 @@ class MemoryAdmin(admin.ModelAdmin):
         obj.pk, obj.version = outcome.memory.pk, outcome.memory.version
 
     def delete_model(self, request: HttpRequest, obj: Memory) -> None:
-        memory_delete(user=obj.user, key=obj.key, actor=MemoryEvent.Actor.ADMIN, reason=f"deleted by {request.user}")
+        memory_delete(
+            user=obj.user, memory_id=obj.pk, actor=MemoryEvent.Actor.ADMIN, reason=f"deleted by {request.user}"
+        )
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Memory]) -> None:
         for memory in queryset.select_related("user"):
@@ -81,9 +71,9 @@ class MemoryAdmin(admin.ModelAdmin):
 @admin.register(MemoryEvent)
 class MemoryEventAdmin(ReadOnlyAdmin):
     # Append-only: history is read here, never written.
-    list_display = ["created_at", "user", "key", "actor", "action"]
+    list_display = ["created_at", "user", "memory_id", "actor", "action"]
     list_filter = ["action", "actor"]
-    search_fields = ["key", "user__email"]
+    search_fields = ["user__email", "=memory_id"]
     list_select_related = ["user"]
 
 
@@ -91,7 +81,7 @@ class MemoryEventAdmin(ReadOnlyAdmin):
 class MemoryProposalAdmin(admin.ModelAdmin):
     list_display = ["created_at", "user", "memory", "kind", "status", "decided_at"]
     list_filter = ["status", "kind"]
-    search_fields = ["memory__key", "user__email"]
+    search_fields = ["user__email", "=memory__id"]
     list_select_related = ["user", "memory"]
     readonly_fields = ["user", "memory", "kind", "proposed", "reason", "base_version", "status", "decided_at"]
 

@@ -45,6 +45,23 @@ class MemoryNotRestorable(MemoryWriteError):
     """A forgotten memory that cannot come back: too old, already back, or its key taken."""
 
 
+class MemoryNoRoom(MemoryWriteError):
+    """A coach write refused by the ceiling rule (memory.policy, rule 4): the store holds
+    all it may, and nothing in it may be forgotten to make room."""
+
+
+class MemoryChanged(MemoryWriteError):
+    """The memory changed after the writer read it; `memory` is how it stands now."""
+
+    def __init__(self, message: str, *, memory: Memory) -> None:
+        super().__init__(message)
+        self.memory = memory
+
+
+class ProposalDecided(MemoryWriteError):
+    """The suggestion was answered already (another tab, a double click), or its memory is gone."""
+
+
 @dataclass(frozen=True)
 class MemoryDraft:
     """A memory's fields as a writer wants them."""

@@ -42,7 +42,7 @@ def weekly_episode_write(
     as their weekly episode under `week_key` ("week-2026-48"). None when there is nothing
     to write, or it is written already. The model is called outside any transaction."""
     now = now or timezone.now()
-    if not sessions or Memory.objects.filter(user=user, key=week_key).exists():
+    if not sessions or Memory.objects.keyed(user.pk, week_key).exists():
         return None
     _, year, week = week_key.split("-")
     lines = [f"- {session.day}: {' '.join(session.summary.split())}" for session in sessions]

@@ -1,6 +1,9 @@
 """What the coach remembers of a person, who wrote it, and every change to it.
 
-Text is encrypted at rest; embeddings stay plain so similarity search runs in SQL.
+Text is encrypted at rest, keys included: a key the model chose ("divorce-papers") says as
+much as the note. A key is found by its lookup digest, a keyed hash of the person and the
+key (infra.encryption.lookup_digest), unique per person. Embeddings stay plain so
+similarity search runs in SQL.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from django.db.models import Q
 from django.utils import timezone
 from pgvector.django import VectorField
 
-from infra.encryption import EncryptedTextField
+from infra.encryption import EncryptedTextField, lookup_digest
 from memory.policy import PROTECTED_CATEGORIES, USER_SOURCES, MemoryFacts, is_protected
 
 SUMMARY_MAX_CHARS = 150
@@ -59,7 +62,16 @@ class ProspectiveStatus(models.TextChoices):
     DISMISSED = "dismissed"
 
 
+def key_digest(user_id: int, key: str) -> str:
+    """How a memory's key is found: a keyed hash of the person and the key, never the key."""
+    return lookup_digest(f"memory-key:{user_id}:{key}")
+
+
 class MemoryQuerySet(models.QuerySet["Memory"]):
+    def keyed(self, user_id: int, key: str) -> MemoryQuerySet:
+        """The person's memory named `key` (at most one)."""
+        return self.filter(user_id=user_id, key_digest=key_digest(user_id, key))
+
     def protected(self) -> MemoryQuerySet:
         return self.filter(_PROTECTED)
 
@@ -75,7 +87,9 @@ class Memory(models.Model):
     # Deletes cascade in the database itself (here and in every model that points at a
     # memory or a session), so evictions and account erasure are single statements.
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.DB_CASCADE, related_name="memories")
-    key = models.CharField(max_length=KEY_MAX_CHARS)
+    key = EncryptedTextField()
+    # Set from `key` on every save; lookups and the uniqueness of a key go through it.
+    key_digest = models.CharField(max_length=64, editable=False)
     tier = models.CharField(max_length=16, choices=Tier.choices)
     category = models.CharField(max_length=16, choices=Category.choices)
     source = models.CharField(max_length=16, choices=Source.choices)
@@ -101,7 +115,7 @@ class Memory(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["user", "key"], name="memory_key_unique_per_user"),
+            models.UniqueConstraint(fields=["user", "key_digest"], name="memory_key_digest_unique_per_user"),
             models.CheckConstraint(
                 condition=(Q(tier="prospective") & Q(due_at__isnull=False) & ~Q(status=""))
                 | (~Q(tier="prospective") & Q(due_at__isnull=True) & Q(status="")),
@@ -118,11 +132,21 @@ class Memory(models.Model):
         verbose_name_plural = "memories"
 
     def __str__(self) -> str:
-        return self.key
+        # Never the key or the text: this is what logs and the admin print.
+        return f"memory {self.pk} of {self.user_id}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self.key_digest = key_digest(self.user_id, self.key)
+        update_fields = kwargs.get("update_fields")
+        if update_fields is not None and "key" in update_fields:
+            kwargs["update_fields"] = {*update_fields, "key_digest"}
+        super().save(*args, **kwargs)
 
     @property
     def facts(self) -> MemoryFacts:
-        return MemoryFacts(key=self.key, source=self.source, category=self.category, updated_at=self.updated_at)
+        return MemoryFacts(
+            ref=self.pk, source=self.source, category=self.category, tier=self.tier, updated_at=self.updated_at
+        )
 
     @property
     def is_protected(self) -> bool:
@@ -167,8 +191,11 @@ class MemoryEvent(models.Model):
         RAISED = "raised"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.DB_CASCADE, related_name="memory_events")
-    memory = models.ForeignKey(Memory, on_delete=models.DB_SET_NULL, null=True, blank=True, related_name="events")
-    key = models.CharField(max_length=KEY_MAX_CHARS)
+    # The memory's id, kept after the memory is gone: its history outlives it. A plain
+    # number, so deleting the memory leaves the history in place.
+    memory_id = models.BigIntegerField(null=True, blank=True)
+    # The key it had then; blanked, like the text, when the person deletes the memory.
+    key = EncryptedTextField(null=True, blank=True)
     actor = models.CharField(max_length=16, choices=Actor.choices)
     action = models.CharField(max_length=32, choices=Action.choices)
     reason = EncryptedTextField(blank=True, default="")
@@ -179,13 +206,13 @@ class MemoryEvent(models.Model):
 
     class Meta:
         indexes = [
-            models.Index(fields=["user", "key", "created_at"]),
+            models.Index(fields=["user", "memory_id", "created_at"], name="memory_event_history"),
             models.Index(fields=["user", "action", "created_at"]),
         ]
         ordering = ["created_at", "pk"]
 
     def __str__(self) -> str:
-        return f"{self.action} {self.key} by {self.actor}"
+        return f"{self.action} of memory {self.memory_id} by {self.actor}"
 
     def before_fields(self) -> dict[str, Any]:
         return json.loads(self.before) if self.before else {}

@@ -9,17 +9,19 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
-from memory.drafts import MemoryDraft, ProposalOutdated, validate_draft
+from memory.drafts import MemoryDraft, ProposalDecided, ProposalOutdated, validate_draft
 from memory.embeddings import embed_memory
 from memory.models import Memory, MemoryEvent, MemoryProposal, Source
-from memory.store import apply_draft, erase_for_user, lock_user, record_event
+from memory.store import apply_draft, erase_for_user, give_neutral_key, lock_user, record_event
 
 if TYPE_CHECKING:
     from accounts.models import User
 
 Actor = MemoryEvent.Actor
+DECIDED = "This suggestion was answered already (in another tab, perhaps), or its memory is gone."
 
 
 def proposal_make(*, user: User, memory: Memory, kind: str, draft: MemoryDraft | None, reason: str) -> MemoryProposal:
@@ -51,17 +53,20 @@ def proposal_confirm(*, user: User, proposal_id: int, now: datetime | None = Non
     """Apply exactly the change the user was shown; refuse if the memory changed since.
     Returns the updated memory, or None when the proposal deleted it."""
     now = now or timezone.now()
-    proposal = MemoryProposal.objects.select_related("memory").get(
-        user=user, pk=proposal_id, status=MemoryProposal.Status.PENDING
-    )
+    proposal = _pending(user, proposal_id).select_related("memory").first()
+    if proposal is None:
+        raise ProposalDecided(DECIDED)
     draft = MemoryDraft.from_fields(proposal.proposed_fields()) if proposal.kind == MemoryProposal.Kind.UPDATE else None
     if draft is not None:
         draft = validate_draft(draft, now=now, due_may_be_past=True)
     embedding = embed_memory(summary=draft.summary, content=draft.content) if draft is not None else None
     with transaction.atomic():
         lock_user(user)
-        proposal = MemoryProposal.objects.select_for_update().get(pk=proposal.pk, status=MemoryProposal.Status.PENDING)
-        memory = Memory.objects.select_for_update().get(pk=proposal.memory_id)
+        # Checked again under the lock: a second tab, or a reject, may have answered it.
+        proposal = _pending(user, proposal_id).select_for_update().first()
+        memory = Memory.objects.select_for_update().filter(pk=proposal.memory_id).first() if proposal else None
+        if proposal is None or memory is None:
+            raise ProposalDecided(DECIDED)
         if memory.version != proposal.base_version:
             raise ProposalOutdated(
                 "This memory changed after your coach suggested the change; the suggestion no longer applies."
@@ -74,6 +79,7 @@ def proposal_confirm(*, user: User, proposal_id: int, now: datetime | None = Non
             return None
         memory.source = Source.MANUAL
         apply_draft(memory, draft, embedding=embedding, now=now)
+        give_neutral_key(memory)
         memory.save()
         record_event(
             memory,
@@ -87,11 +93,17 @@ def proposal_confirm(*, user: User, proposal_id: int, now: datetime | None = Non
 
 
 def proposal_reject(*, user: User, proposal_id: int, now: datetime | None = None) -> None:
+    """Turn the suggestion down; the memory stays as it is."""
     now = now or timezone.now()
     with transaction.atomic():
-        proposal = MemoryProposal.objects.select_for_update().get(
-            user=user, pk=proposal_id, status=MemoryProposal.Status.PENDING
-        )
+        lock_user(user)
+        proposal = _pending(user, proposal_id).select_for_update().first()
+        if proposal is None:
+            raise ProposalDecided(DECIDED)
         proposal.status, proposal.decided_at = MemoryProposal.Status.REJECTED, now
         proposal.save(update_fields=["status", "decided_at"])
         record_event(proposal.memory, actor=Actor.USER, action=MemoryEvent.Action.PROPOSAL_REJECTED, now=now)
+
+
+def _pending(user: User, proposal_id: int) -> QuerySet[MemoryProposal]:
+    return MemoryProposal.objects.filter(user=user, pk=proposal_id, status=MemoryProposal.Status.PENDING)

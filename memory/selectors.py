@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from django.db.models import Exists, OuterRef, QuerySet
 from pgvector.django import CosineDistance
 
-from memory.models import Memory, MemoryEvent, MemoryProposal
+from memory.models import Memory, MemoryEvent, MemoryProposal, key_digest
 from memory.policy import MemoryFacts
 
 if TYPE_CHECKING:
@@ -28,13 +28,21 @@ def memory_list_for_user(*, user: User) -> QuerySet[Memory]:
 
 
 def memory_facts_for_user(*, user: User) -> list[MemoryFacts]:
-    """The policy's view of a user's store: four plain columns, no text decrypted."""
-    rows = Memory.objects.filter(user=user).values_list("key", "source", "category", "updated_at")
-    return [MemoryFacts(key=key, source=source, category=category, updated_at=at) for key, source, category, at in rows]
+    """The policy's view of a person's store: plain columns, nothing decrypted."""
+    rows = Memory.objects.filter(user=user).values_list("pk", "source", "category", "tier", "updated_at")
+    return [
+        MemoryFacts(ref=pk, source=source, category=category, tier=tier, updated_at=at)
+        for pk, source, category, tier, at in rows
+    ]
+
+
+def memory_by_key(*, user: User, key: str) -> Memory | None:
+    """The person's memory named `key`, found by its digest (keys are encrypted)."""
+    return memory_list_for_user(user=user).filter(key_digest=key_digest(user.pk, key)).first()
 
 
 def memories_by_similarity(
-    *, user: User, vector: list[float], model: str, limit: int, exclude_key: str | None = None
+    *, user: User, vector: list[float], model: str, limit: int, exclude_id: int | None = None
 ) -> list[SimilarMemory]:
     """The user's memories nearest to `vector`, nearest first.
 
@@ -48,16 +56,23 @@ def memories_by_similarity(
         memory_list_for_user(user=user)
         .filter(embedding_model=model, embedding__isnull=False)
         .annotate(distance=CosineDistance("embedding", vector))
-        .order_by("distance", "key")
+        .order_by("distance", "pk")
     )
-    if exclude_key is not None:
-        queryset = queryset.exclude(key=exclude_key)
+    if exclude_id is not None:
+        queryset = queryset.exclude(pk=exclude_id)
     return [SimilarMemory(memory=m, similarity=round(1.0 - float(m.distance), 4)) for m in queryset[:limit]]
 
 
 def memories_by_keys(*, user: User, keys: list[str]) -> list[Memory]:
-    found = {m.key: m for m in memory_list_for_user(user=user).filter(key__in=keys)}
-    return [found[key] for key in keys if key in found]
+    """The person's memories named by `keys`, in that order; unknown keys are left out."""
+    digests = {key_digest(user.pk, key): key for key in keys}
+    found = {digests[m.key_digest]: m for m in memory_list_for_user(user=user).filter(key_digest__in=digests)}
+    return [found[key] for key in dict.fromkeys(keys) if key in found]
+
+
+def proposals_for_user(*, user: User) -> QuerySet[MemoryProposal]:
+    """Every suggestion the coach made to the person, answered or not."""
+    return MemoryProposal.objects.filter(user=user).select_related("memory")
 
 
 def pending_proposals_for_user(*, user: User) -> QuerySet[MemoryProposal]:
@@ -71,12 +86,14 @@ def pending_proposals_for_user(*, user: User) -> QuerySet[MemoryProposal]:
 def recently_forgotten_for_user(*, user: User, now: datetime, days: int) -> QuerySet[MemoryEvent]:
     """Evictions of the last `days` days that can still be undone, newest first.
 
-    One query: an eviction counts only while it is the last thing that happened to its key
-    (not restored, saved again, evicted again or deleted since), the key is not stored, and
-    its snapshot is still there (a user's deletion blanks it).
+    One query: an eviction counts only while it is the last thing that happened to its
+    memory (not restored, changed, evicted again or deleted since), the memory is not
+    stored, and its snapshot is still there (a person's deletion blanks it).
     """
-    later = MemoryEvent.objects.filter(user=user, key=OuterRef("key"), created_at__gt=OuterRef("created_at"))
-    stored = Memory.objects.filter(user=user, key=OuterRef("key"))
+    later = MemoryEvent.objects.filter(
+        user=user, memory_id=OuterRef("memory_id"), created_at__gt=OuterRef("created_at")
+    )
+    stored = Memory.objects.filter(user=user, pk=OuterRef("memory_id"))
     return (
         MemoryEvent.objects.filter(
             user=user,
@@ -90,6 +107,6 @@ def recently_forgotten_for_user(*, user: User, now: datetime, days: int) -> Quer
     )
 
 
-def memory_history_for_user(*, user: User, key: str) -> QuerySet[MemoryEvent]:
-    """Every event of one of the user's memories, by key, so the history outlives the row."""
-    return MemoryEvent.objects.filter(user=user, key=key).order_by("created_at", "pk")
+def memory_history_for_user(*, user: User, memory_id: int) -> QuerySet[MemoryEvent]:
+    """Every event of one of the person's memories, oldest first; it outlives the memory."""
+    return MemoryEvent.objects.filter(user=user, memory_id=memory_id).order_by("created_at", "pk")

@@ -1,15 +1,15 @@
 """Writing memories: the coach's saves, the person's own additions and corrections,
 deletions, restores and the marks a check-in leaves.
 
-Every change runs in one transaction with the person's row locked, applies the eviction
-policy in that same transaction, and appends a MemoryEvent (memory.store); so the ceiling
-is an invariant, not an eventual state, even with concurrent writers. Embeddings are
-computed before a transaction opens: no model call ever holds a lock.
+Every change runs in one transaction with the person's row locked, applies the ceiling
+rule and the eviction policy in that same transaction, and appends a MemoryEvent
+(memory.store); so the ceiling is an invariant, not an eventual state, even with
+concurrent writers. Embeddings are computed before a transaction opens: no model call
+ever holds a lock or a connection.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
-from django.utils.text import slugify
 
 from infra import llm
 from infra.llm import Embedding
 from memory.drafts import (
+    MemoryChanged,
     MemoryDraft,
     MemoryIsProtected,
     MemoryNotFound,
@@ -30,16 +30,27 @@ from memory.drafts import (
     validate_draft,
 )
 from memory.embeddings import embed_memory, memory_text
+from memory.keys import neutral_key
 from memory.models import Memory, MemoryEvent, MemoryProposal, ProspectiveStatus, Source, Tier
 from memory.policy import Eviction
-from memory.store import apply_draft, apply_eviction_policy, erase_for_user, lock_user, record_event
+from memory.store import (
+    apply_draft,
+    apply_eviction_policy,
+    erase_for_user,
+    give_neutral_key,
+    lock_user,
+    record_event,
+    settle_store,
+    store_facts,
+)
 
 if TYPE_CHECKING:
     from accounts.models import User
 
-# Leaves room for a "-2" suffix within KEY_MAX_CHARS when the same words are added twice.
-_ADDED_KEY_MAX_CHARS = 40
 Actor = MemoryEvent.Actor
+# Writers who may not change a protected memory themselves: they ask the person instead.
+MAY_ONLY_PROPOSE = frozenset({Actor.COACH, Actor.SYSTEM})
+GONE = "This memory is gone: it was deleted or forgotten meanwhile."
 
 
 @dataclass(frozen=True)
@@ -60,13 +71,17 @@ def memory_save(
     session_id: int | None = None,
     message_id: int | None = None,
     embedding: Embedding | None = None,
+    expected_version: int | None = None,
     now: datetime | None = None,
 ) -> WriteOutcome:
     """Create the memory named `draft.key`, or update it (an upsert by key).
 
-    The coach may create a protected memory (an allergy mentioned in passing) but never
-    rewrite one: that must go through a proposal. `merged` records an update that folds a
-    near-duplicate in. Evictions the policy asks for are made in the same transaction.
+    Only the person may rewrite a protected memory; anyone else's change must go through a
+    proposal (MemoryIsProtected). `expected_version` makes an update conditional on the
+    memory being as the writer read it (MemoryChanged otherwise). A write by anyone but
+    the person that the ceiling has no room for is refused (MemoryNoRoom) and leaves
+    nothing behind. What is protected is stored under a neutral key, which the outcome's
+    memory carries. `merged` records an update that folds a near-duplicate in.
     """
     now = now or timezone.now()
     draft = validate_draft(draft, now=now)
@@ -74,67 +89,86 @@ def memory_save(
         embedding = embed_memory(summary=draft.summary, content=draft.content)
     with transaction.atomic():
         lock_user(user)
-        memory = Memory.objects.select_for_update().filter(user=user, key=draft.key).first()
+        before = store_facts(user)
+        memory = Memory.objects.select_for_update().keyed(user.pk, draft.key).first()
         if memory is None:
+            if expected_version is not None:
+                raise MemoryNotFound(GONE)
             memory = Memory(user=user, key=draft.key, source=source, created_at=now, version=0)
-            before, action = None, MemoryEvent.Action.CREATED
+            snapshot, action = None, MemoryEvent.Action.CREATED
         else:
-            if actor == Actor.COACH and memory.is_protected:
+            if actor in MAY_ONLY_PROPOSE and memory.is_protected:
                 raise MemoryIsProtected(f"'{memory.key}' is protected: the coach may only propose a change")
-            before = memory.snapshot()
+            if expected_version is not None and memory.version != expected_version:
+                raise MemoryChanged(f"'{memory.key}' changed since it was read", memory=memory)
+            snapshot = memory.snapshot()
             action = MemoryEvent.Action.MERGED if merged else MemoryEvent.Action.UPDATED
             if source != Source.COACH:
                 memory.source = source
         apply_draft(memory, draft, embedding=embedding, now=now)
         if session_id is not None:
             memory.session_id, memory.message_id = session_id, message_id
+        give_neutral_key(memory)
         memory.save()
-        record_event(memory, actor=actor, action=action, reason=reason, before=before, after=memory.snapshot(), now=now)
-        evicted = apply_eviction_policy(user=user, now=now)
-    return WriteOutcome(memory=memory, created=before is None, evicted=evicted)
+        record_event(
+            memory, actor=actor, action=action, reason=reason, before=snapshot, after=memory.snapshot(), now=now
+        )
+        evicted = settle_store(memory, actor=actor, before=before, now=now)
+    return WriteOutcome(memory=memory, created=snapshot is None, evicted=evicted)
 
 
 def memory_edit_by_user(
-    *, user: User, key: str, draft: MemoryDraft, expected_version: int | None = None, now: datetime | None = None
+    *,
+    user: User,
+    memory_id: int,
+    draft: MemoryDraft,
+    expected_version: int | None = None,
+    now: datetime | None = None,
 ) -> Memory:
     """A person's own correction: re-embeds once if the text changed, and makes the memory
-    `manual`, hence protected, whoever wrote it first."""
+    `manual`, hence protected (and neutrally named), whoever wrote it first."""
     now = now or timezone.now()
-    draft = validate_draft(replace(draft, key=key), now=now, due_may_be_past=True)
-    current = Memory.objects.filter(user=user, key=key).first()
+    current = Memory.objects.filter(user=user, pk=memory_id).first()
     if current is None:
-        raise MemoryNotFound("This memory is gone: it was deleted or forgotten meanwhile.")
+        raise MemoryNotFound(GONE)
+    draft = validate_draft(replace(draft, key=current.key), now=now, due_may_be_past=True)
     text_changed = (draft.summary, draft.content) != (current.summary, current.content)
     stale = current.embedding is None or current.embedding_model != settings.EMBEDDING_MODEL
     embedding = embed_memory(summary=draft.summary, content=draft.content) if text_changed or stale else None
     with transaction.atomic():
         lock_user(user)
-        memory = Memory.objects.select_for_update().filter(user=user, key=key).first()
+        memory = Memory.objects.select_for_update().filter(user=user, pk=memory_id).first()
         if memory is None:
-            raise MemoryNotFound("This memory is gone: it was deleted or forgotten meanwhile.")
+            raise MemoryNotFound(GONE)
         if expected_version is not None and memory.version != expected_version:
             raise ProposalOutdated("This memory changed while you were editing it; review it and try again.")
-        before = memory.snapshot()
+        snapshot = memory.snapshot()
         memory.source = Source.MANUAL
-        apply_draft(memory, draft, embedding=embedding, now=now)
+        apply_draft(memory, replace(draft, key=memory.key), embedding=embedding, now=now)
+        give_neutral_key(memory)
         memory.save()
         record_event(
-            memory, actor=Actor.USER, action=MemoryEvent.Action.UPDATED, before=before, after=memory.snapshot(), now=now
+            memory,
+            actor=Actor.USER,
+            action=MemoryEvent.Action.UPDATED,
+            before=snapshot,
+            after=memory.snapshot(),
+            now=now,
         )
     return memory
 
 
-def memory_delete(*, user: User, key: str, actor: str, reason: str = "", now: datetime | None = None) -> None:
-    """Delete a memory and its embedding. When the user deletes, the text of its history
-    is blanked too: what they asked to be forgotten is not kept anywhere."""
+def memory_delete(*, user: User, memory_id: int, actor: str, reason: str = "", now: datetime | None = None) -> None:
+    """Delete a memory and its embedding. When the person deletes, the text and the key
+    of its history are blanked too: what they asked to be forgotten is kept nowhere."""
     now = now or timezone.now()
     with transaction.atomic():
         lock_user(user)
-        memory = Memory.objects.select_for_update().filter(user=user, key=key).first()
+        memory = Memory.objects.select_for_update().filter(user=user, pk=memory_id).first()
         if memory is None:
-            raise MemoryNotFound(f"There is no memory '{key}'.")
-        if actor == Actor.COACH and memory.is_protected:
-            raise MemoryIsProtected(f"'{key}' is protected: the coach may only propose deleting it")
+            raise MemoryNotFound(GONE)
+        if actor in MAY_ONLY_PROPOSE and memory.is_protected:
+            raise MemoryIsProtected(f"'{memory.key}' is protected: the coach may only propose deleting it")
         if actor == Actor.USER:
             erase_for_user(memory, action=MemoryEvent.Action.DELETED, now=now)
         else:
@@ -146,7 +180,7 @@ def memory_delete(*, user: User, key: str, actor: str, reason: str = "", now: da
 
 
 def memory_delete_all(*, user: User) -> int:
-    """Forget everything about the user, history text included. Returns how many went."""
+    """Forget everything about the person, history included. Returns how many went."""
     with transaction.atomic():
         lock_user(user)
         count = Memory.objects.filter(user=user).count()
@@ -157,46 +191,44 @@ def memory_delete_all(*, user: User) -> int:
 
 
 def memory_add_by_user(*, user: User, draft: MemoryDraft, now: datetime | None = None) -> Memory:
-    """A memory the user typed ("always remember this"), under a key of its own.
-
-    The key is derived from `draft.key` (or the summary when blank) and made free inside
-    the user's lock, so an addition never overwrites an existing memory of the same name.
-    """
+    """A memory the person typed ("always remember this"). It is theirs, hence protected,
+    and named by its category and a number, never by what they wrote."""
     now = now or timezone.now()
-    wanted = _key_from(draft.key or draft.summary)
-    draft = validate_draft(replace(draft, key=wanted), now=now)
+    draft = validate_draft(replace(draft, key=f"{draft.category}-1"), now=now)
     embedding = embed_memory(summary=draft.summary, content=draft.content)
     with transaction.atomic():
         lock_user(user)
-        draft = replace(draft, key=_free_key(user, wanted))
+        taken = Memory.objects.filter(user=user).values_list("key", flat=True)
+        draft = replace(draft, key=neutral_key(draft.category, taken))
         outcome = memory_save(
             user=user, draft=draft, source=Source.USER, actor=Actor.USER, embedding=embedding, now=now
         )
     return outcome.memory
 
 
-def memory_keep(*, user: User, key: str, now: datetime | None = None) -> Memory:
+def memory_keep(*, user: User, memory_id: int, now: datetime | None = None) -> Memory:
     """Protect a memory as it stands: it becomes `manual`, so the policy never evicts it.
     Its text is unchanged, so no embedding call is made."""
     now = now or timezone.now()
     with transaction.atomic():
         lock_user(user)
-        memory = Memory.objects.select_for_update().filter(user=user, key=key).first()
+        memory = Memory.objects.select_for_update().filter(user=user, pk=memory_id).first()
         if memory is None:
-            raise MemoryNotFound("This memory is gone: it was deleted or forgotten meanwhile.")
+            raise MemoryNotFound(GONE)
         if memory.source == Source.MANUAL:
             return memory
-        before = memory.snapshot()
+        snapshot = memory.snapshot()
         memory.source = Source.MANUAL
         memory.version += 1
         memory.updated_at = now
-        memory.save(update_fields=["source", "version", "updated_at"])
+        give_neutral_key(memory)
+        memory.save(update_fields=["key", "source", "version", "updated_at"])
         record_event(
             memory,
             actor=Actor.USER,
             action=MemoryEvent.Action.UPDATED,
             reason="you chose to keep it",
-            before=before,
+            before=snapshot,
             after=memory.snapshot(),
             now=now,
         )
@@ -205,7 +237,8 @@ def memory_keep(*, user: User, key: str, now: datetime | None = None) -> Memory:
 
 def memory_restore(*, user: User, event_id: int, now: datetime | None = None) -> Memory:
     """Bring back a memory the eviction policy removed, from the snapshot in its `evicted`
-    event. It returns as `manual`, so protected: the user chose to keep it this time.
+    event, under its old id (so its history reads on). It returns as `manual`, so
+    protected and neutrally named: the person chose to keep it this time.
 
     A prospective memory whose date has passed meanwhile is restored all the same (its
     status kept): refusing would lose it for good, and the person can then edit the date
@@ -214,7 +247,7 @@ def memory_restore(*, user: User, event_id: int, now: datetime | None = None) ->
     """
     now = now or timezone.now()
     event = MemoryEvent.objects.filter(user=user, pk=event_id, action=MemoryEvent.Action.EVICTED).first()
-    if event is None or not event.before:
+    if event is None or not event.before or event.memory_id is None:
         raise MemoryNotRestorable("There is no forgotten memory here to restore.")
     if event.created_at < now - timedelta(days=settings.MEMORY_FORGOTTEN_DAYS):
         raise MemoryNotRestorable(
@@ -225,15 +258,16 @@ def memory_restore(*, user: User, event_id: int, now: datetime | None = None) ->
     embedding = embed_memory(summary=draft.summary, content=draft.content)
     with transaction.atomic():
         lock_user(user)
-        if Memory.objects.filter(user=user, key=draft.key).exists():
+        if MemoryEvent.objects.filter(user=user, memory_id=event.memory_id, created_at__gt=event.created_at).exists():
+            raise MemoryNotRestorable("This memory has changed since it was forgotten; it cannot be restored.")
+        if Memory.objects.keyed(user.pk, draft.key).exists():
             raise MemoryNotRestorable(
                 f"You have a memory named '{draft.key}' again; edit that one instead of restoring this."
             )
-        if MemoryEvent.objects.filter(user=user, key=draft.key, created_at__gt=event.created_at).exists():
-            raise MemoryNotRestorable("This memory has changed since it was forgotten; it cannot be restored.")
-        memory = Memory(user=user, key=draft.key, source=Source.MANUAL, created_at=now, version=0)
+        memory = Memory(pk=event.memory_id, user=user, key=draft.key, source=Source.MANUAL, created_at=now, version=0)
         apply_draft(memory, draft, embedding=embedding, now=now)
-        memory.save()
+        give_neutral_key(memory)
+        memory.save(force_insert=True)
         record_event(
             memory,
             actor=Actor.USER,
@@ -242,7 +276,7 @@ def memory_restore(*, user: User, event_id: int, now: datetime | None = None) ->
             after=memory.snapshot(),
             now=now,
         )
-        apply_eviction_policy(user=user, now=now)
+        apply_eviction_policy(user_id=user.pk, now=now)
     return memory
 
 
@@ -263,7 +297,7 @@ def prospective_memory_raise(*, user: User, memory_id: int, reason: str, now: da
         )
         if memory is None:
             return False
-        before = memory.snapshot()
+        snapshot = memory.snapshot()
         memory.status, memory.raised_at = ProspectiveStatus.RAISED, now
         memory.version += 1
         memory.save(update_fields=["status", "raised_at", "version"])
@@ -272,7 +306,7 @@ def prospective_memory_raise(*, user: User, memory_id: int, reason: str, now: da
             actor=Actor.COACH,
             action=MemoryEvent.Action.RAISED,
             reason=reason,
-            before=before,
+            before=snapshot,
             after=memory.snapshot(),
             now=now,
         )
@@ -307,18 +341,3 @@ def memories_reembed(*, batch_size: int = 100) -> int:
                 )
                 done += 1
         after_pk = batch[-1].pk
-
-
-def _key_from(text: str) -> str:
-    # A readable slug of the first words, cut at a hyphen so no word is halved.
-    slug = re.sub(r"[-_]+", "-", slugify(text)).strip("-")
-    if len(slug) > _ADDED_KEY_MAX_CHARS:
-        slug = slug[:_ADDED_KEY_MAX_CHARS].rsplit("-", 1)[0]
-    return slug or "note"
-
-
-def _free_key(user: User, wanted: str) -> str:
-    taken = set(Memory.objects.filter(user=user, key__startswith=wanted).values_list("key", flat=True))
-    if wanted not in taken:
-        return wanted
-    return next(f"{wanted}-{n}" for n in range(2, len(taken) + 3) if f"{wanted}-{n}" not in taken)

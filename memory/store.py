@@ -1,12 +1,12 @@
-"""The mechanics every memory write shares: the person's lock, a draft applied to a row,
-the event that records it, the text erased at the person's request, and the eviction
-policy applied in the writer's own transaction.
-
-Callers hold `transaction.atomic()`; each function here is one step inside it.
+"""The mechanics every memory write shares, each one step inside the writer's transaction:
+the person's lock, the store as the policy sees it, a draft applied to a row, neutral keys
+for what must not be named by its text, the ceiling rule and the evictions, and the
+events that record it all.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -15,9 +15,10 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from infra.llm import Embedding
-from memory.drafts import MemoryDraft
+from memory.drafts import MemoryDraft, MemoryNoRoom
+from memory.keys import is_neutral, needs_neutral_key, neutral_key
 from memory.models import Memory, MemoryEvent
-from memory.policy import Eviction, plan_eviction
+from memory.policy import Eviction, MemoryFacts, coach_write_refusal, plan_eviction
 from memory.selectors import memory_facts_for_user
 
 if TYPE_CHECKING:
@@ -27,9 +28,14 @@ Actor = MemoryEvent.Actor
 
 
 def lock_user(user: User) -> None:
-    # Serialises every memory write of one user: the eviction plan reads the whole store,
+    # Serialises every memory write of one person: the eviction plan reads the whole store,
     # so two concurrent saves must not both plan against the same 60 rows.
     get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("pk", flat=True).get()
+
+
+def store_facts(user: User) -> list[MemoryFacts]:
+    """The person's store as the policy reads it, before a write changes it."""
+    return memory_facts_for_user(user=user)
 
 
 def apply_draft(memory: Memory, draft: MemoryDraft, *, embedding: Embedding | None, now: datetime) -> None:
@@ -42,33 +48,53 @@ def apply_draft(memory: Memory, draft: MemoryDraft, *, embedding: Embedding | No
     memory.updated_at = now
 
 
-def erase_for_user(memory: Memory, *, action: str, now: datetime) -> None:
-    # What the person asked to be forgotten is kept nowhere: not in the row, not in the
-    # text of its history. The events stay, so the history still says what happened.
-    MemoryEvent.objects.filter(user_id=memory.user_id, key=memory.key).update(before=None, after=None, reason="")
-    record_event(memory, actor=Actor.USER, action=action, now=now)
-    memory.delete()
+def give_neutral_key(memory: Memory) -> None:
+    """What the person wrote, and anything protected, is named by its category and a number,
+    never by its text. A memory that becomes so is renamed, in its history too."""
+    if not needs_neutral_key(memory.facts) or is_neutral(memory.key):
+        return
+    taken = set(Memory.objects.filter(user_id=memory.user_id).exclude(pk=memory.pk).values_list("key", flat=True))
+    memory.key = neutral_key(memory.category, taken)
+    if memory.pk is not None:
+        MemoryEvent.objects.filter(user_id=memory.user_id, memory_id=memory.pk).update(key=memory.key)
 
 
-def apply_eviction_policy(*, user: User, now: datetime) -> tuple[Eviction, ...]:
-    plan = plan_eviction(
-        memory_facts_for_user(user=user),
-        max_stored=settings.MEMORY_MAX_STORED,
-        max_episodes=settings.MEMORY_MAX_EPISODES,
-    )
+def settle_store(memory: Memory, *, actor: str, before: Sequence[MemoryFacts], now: datetime) -> tuple[Eviction, ...]:
+    """After `memory` was saved: the ceiling rule for anyone but the person (raising
+    MemoryNoRoom, which rolls the write back), then the evictions the policy asks for."""
+    after = [facts for facts in before if facts.ref != memory.pk] + [memory.facts]
+    if actor != Actor.USER:
+        refusal = coach_write_refusal(
+            before,
+            after,
+            written=memory.pk,
+            max_stored=settings.MEMORY_MAX_STORED,
+            max_episodes=settings.MEMORY_MAX_EPISODES,
+        )
+        if refusal:
+            raise MemoryNoRoom(f"Not saved: {refusal}.")
+    return apply_eviction_policy(user_id=memory.user_id, facts=after, now=now)
+
+
+def apply_eviction_policy(
+    *, user_id: int, now: datetime, facts: Sequence[MemoryFacts] | None = None
+) -> tuple[Eviction, ...]:
+    if facts is None:
+        facts = memory_facts_for_user(user=get_user_model()(pk=user_id))
+    plan = plan_eviction(facts, max_stored=settings.MEMORY_MAX_STORED, max_episodes=settings.MEMORY_MAX_EPISODES)
     if not plan:
         return ()
-    reasons = {eviction.key: eviction.reason for eviction in plan}
-    doomed = list(Memory.objects.filter(user=user, key__in=reasons))
+    reasons = {eviction.ref: eviction.reason for eviction in plan}
+    doomed = list(Memory.objects.filter(user_id=user_id, pk__in=reasons))
     assert not any(m.is_protected for m in doomed), "the policy never evicts a protected memory"
     MemoryEvent.objects.bulk_create(
         MemoryEvent(
-            user=user,
-            memory=memory,
+            user_id=user_id,
+            memory_id=memory.pk,
             key=memory.key,
             actor=Actor.SYSTEM,
             action=MemoryEvent.Action.EVICTED,
-            reason=reasons[memory.key],
+            reason=reasons[memory.pk],
             before=memory.snapshot(),
             created_at=now,
         )
@@ -76,6 +102,16 @@ def apply_eviction_policy(*, user: User, now: datetime) -> tuple[Eviction, ...]:
     )
     Memory.objects.filter(pk__in=[m.pk for m in doomed]).delete()
     return tuple(plan)
+
+
+def erase_for_user(memory: Memory, *, action: str, now: datetime) -> None:
+    # What the person asked to be forgotten is kept nowhere: not in the row, not in the
+    # text or the key of its history. The events stay, so the history says what happened.
+    MemoryEvent.objects.filter(user_id=memory.user_id, memory_id=memory.pk).update(
+        key=None, before=None, after=None, reason=""
+    )
+    record_event(memory, actor=Actor.USER, action=action, keep_key=False, now=now)
+    memory.delete()
 
 
 def record_event(
@@ -86,12 +122,13 @@ def record_event(
     reason: str = "",
     before: str | None = None,
     after: str | None = None,
+    keep_key: bool = True,
     now: datetime | None = None,
 ) -> MemoryEvent:
     return MemoryEvent.objects.create(
         user_id=memory.user_id,
-        memory=memory if memory.pk else None,
-        key=memory.key,
+        memory_id=memory.pk,
+        key=memory.key if keep_key else None,
         actor=actor,
         action=action,
         reason=reason,

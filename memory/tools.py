@@ -1,17 +1,19 @@
-"""The five memory tools the model may call, bound by the server to the current user.
+"""The five memory tools the model may call, bound by the server to the current person.
 
-No tool takes a user, a source or a database id: memories are named by key, the user is
+No tool takes a user, a source or a database id: memories are named by key, the person is
 the one whose turn it is, and everything the model writes is `source=coach`. Whatever the
 model sends, a call ends in a JSON result it can read (an error included); nothing it
-does can raise out of the turn.
+does can raise out of the turn. Every text it sends has a length limit.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, time
+from datetime import datetime, time
+from functools import cache
 from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
 
 import jsonschema
 from django.conf import settings
@@ -19,9 +21,10 @@ from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
 from infra.llm import LLMError
-from memory.drafts import MemoryDraft, MemoryWriteError, validate_draft
+from memory.drafts import MemoryChanged, MemoryDraft, MemoryNoRoom, MemoryWriteError, validate_draft
 from memory.embeddings import embed_memory, embed_query
 from memory.models import (
+    KEY_MAX_CHARS,
     SUMMARY_MAX_CHARS,
     Category,
     Memory,
@@ -32,7 +35,7 @@ from memory.models import (
     Tier,
 )
 from memory.proposals import proposal_make
-from memory.selectors import memories_by_keys, memories_by_similarity, memory_list_for_user
+from memory.selectors import memories_by_keys, memories_by_similarity, memory_by_key
 from memory.services import memory_delete, memory_save
 
 if TYPE_CHECKING:
@@ -41,8 +44,13 @@ if TYPE_CHECKING:
 WRITE_TOOLS = frozenset({"save_memory", "update_memory", "delete_memory"})
 RECALL_MAX_KEYS = 10
 DEDUP_CANDIDATES = 3
-# A date with no time means the morning of that day.
-DEFAULT_DUE_TIME = time(9, 0, tzinfo=UTC)
+REASON_MAX_CHARS = 300
+QUERY_MAX_CHARS = 300
+DUE_AT_MAX_CHARS = 40
+# A date with no time means the morning of that day, on the person's own clock.
+DEFAULT_DUE_TIME = time(9, 0)
+# Fields update_memory can empty; null means "leave as it is", so emptying is explicit.
+CLEARABLE = ("due_at",)
 
 
 def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
@@ -62,7 +70,7 @@ _TIER = {"type": "string", "enum": Tier.values}
 _CATEGORY = {"type": "string", "enum": Category.values}
 _SUMMARY = {"type": "string", "description": f"One line for the index, at most {SUMMARY_MAX_CHARS} characters."}
 _DUE_AT = {"type": "string", "description": "ISO 8601 date or date-time; prospective memories only."}
-_REASON = {"type": "string", "description": "Why, in a sentence the person could read."}
+_REASON = {"type": "string", "description": f"Why, in a sentence the person could read ({REASON_MAX_CHARS} at most)."}
 
 
 def tool_definitions() -> list[dict[str, Any]]:
@@ -76,7 +84,8 @@ def tool_definitions() -> list[dict[str, Any]]:
         "save_memory": (
             "Save something worth remembering about the person, one memory per topic. Saving an existing "
             "key updates it. A save too similar to another memory is refused and the result names it: then "
-            "merge into it with update_memory, replace it, or skip.",
+            "merge into it with update_memory, replace it, or skip. Safety notes and what the person wrote "
+            "are kept under a neutral key (allergy-1), which the result gives.",
             _object(
                 {
                     "key": _KEY,
@@ -90,7 +99,8 @@ def tool_definitions() -> list[dict[str, Any]]:
         ),
         "update_memory": (
             "Change a memory (merge new detail in, correct it, or mark a prospective memory done). "
-            "Null fields stay as they are. Changes to protected memories are sent to the person to confirm.",
+            "Null fields stay as they are; list in `clear` the fields to empty. Changes to protected "
+            "memories are sent to the person to confirm.",
             _object(
                 {
                     "key": _KEY,
@@ -100,6 +110,7 @@ def tool_definitions() -> list[dict[str, Any]]:
                     "category": _nullable(_CATEGORY),
                     "due_at": _nullable(_DUE_AT),
                     "status": _nullable({"type": "string", "enum": ProspectiveStatus.values}),
+                    "clear": _nullable({"type": "array", "items": {"type": "string", "enum": list(CLEARABLE)}}),
                     "reason": _REASON,
                 }
             ),
@@ -129,9 +140,11 @@ def tool_definitions() -> list[dict[str, Any]]:
 
 @dataclass
 class ToolContext:
-    """One turn's binding: whose memories, where a save came from, and what was done so far."""
+    """One turn's binding: whose memories, their clock, where a save came from, and what
+    was done so far."""
 
     user: User
+    time_zone: str = "UTC"
     session_id: int | None = None
     message_id: int | None = None
     writes: int = 0
@@ -153,6 +166,23 @@ def run_tool(context: ToolContext, name: str, raw_arguments: str) -> str:
         result = _HANDLERS[name](context, **arguments)
     except ToolRefusal as refusal:
         result = {"status": "error", "error": str(refusal)}
+    except MemoryNoRoom as refusal:
+        result = {
+            "status": "not_saved",
+            "reason": str(refusal),
+            "choices": [
+                "merge: fold this into an existing memory of yours with update_memory",
+                "update: change one of your own notes that this supersedes",
+                "skip: keep what is remembered as it is",
+            ],
+        }
+    except MemoryChanged as changed:
+        result = {
+            "status": "changed_meanwhile",
+            "message": "Nothing was changed: the memory changed after you read it. Here it is now; "
+            "update it again from this if your change still applies.",
+            "memory": _full(changed.memory),
+        }
     except MemoryWriteError as error:
         result = {"status": "error", "error": str(error)}
     except LLMError as error:
@@ -161,18 +191,42 @@ def run_tool(context: ToolContext, name: str, raw_arguments: str) -> str:
 
 
 def _parse_arguments(name: str, raw_arguments: str) -> dict[str, Any]:
-    schemas = {tool["function"]["name"]: tool["function"]["parameters"] for tool in tool_definitions()}
-    if name not in schemas:
-        raise ToolRefusal(f"there is no tool {name!r}; the tools are {', '.join(schemas)}")
+    validators = _validators()
+    if name not in validators:
+        raise ToolRefusal(f"there is no tool {name!r}; the tools are {', '.join(validators)}")
     try:
         arguments = json.loads(raw_arguments or "{}")
     except json.JSONDecodeError as error:
         raise ToolRefusal(f"the arguments are not valid JSON ({error.msg} at character {error.pos})") from None
-    try:
-        jsonschema.validate(arguments, schemas[name])
-    except jsonschema.ValidationError as error:
-        raise ToolRefusal(f"the arguments do not match the schema: {error.message}") from None
+    error = jsonschema.exceptions.best_match(validators[name].iter_errors(arguments))
+    if error is not None:
+        where = "/".join(str(part) for part in error.absolute_path)
+        raise ToolRefusal(f"the arguments do not match the schema{f' at {where}' if where else ''}: {error.message}")
     return arguments
+
+
+@cache
+def _validators() -> dict[str, jsonschema.protocols.Validator]:
+    """One compiled validator per tool, made once. What the model is sent stays within
+    what strict schemas allow; the limits on length are checked here, on our side."""
+    limits = {
+        "key": {"maxLength": KEY_MAX_CHARS},
+        "summary": {"maxLength": SUMMARY_MAX_CHARS * 4},
+        "content": {"maxLength": settings.MEMORY_CONTENT_MAX_CHARS * 2},
+        "due_at": {"maxLength": DUE_AT_MAX_CHARS},
+        "reason": {"maxLength": REASON_MAX_CHARS},
+        "query": {"maxLength": QUERY_MAX_CHARS},
+        "keys": {"maxItems": RECALL_MAX_KEYS * 5, "items": {"type": "string", "maxLength": KEY_MAX_CHARS}},
+        "limit": {"minimum": 1, "maximum": 1000},
+    }
+    validators = {}
+    for tool in tool_definitions():
+        schema = json.loads(json.dumps(tool["function"]["parameters"]))
+        for property_name, extra in limits.items():
+            if property_name in schema["properties"]:
+                schema["properties"][property_name] |= extra
+        validators[tool["function"]["name"]] = jsonschema.Draft202012Validator(schema)
+    return validators
 
 
 def _save_memory(
@@ -187,10 +241,17 @@ def _save_memory(
 ) -> dict[str, Any]:
     now = timezone.now()
     draft = validate_draft(
-        MemoryDraft(key=key, tier=tier, category=category, summary=summary, content=content, due_at=_due(due_at)),
+        MemoryDraft(
+            key=key,
+            tier=tier,
+            category=category,
+            summary=summary,
+            content=content,
+            due_at=_due(due_at, context.time_zone),
+        ),
         now=now,
     )
-    existing = memory_list_for_user(user=context.user).filter(key=key).first()
+    existing = memory_by_key(user=context.user, key=key)
     if existing is not None and existing.is_protected:
         return _propose(context, existing, MemoryProposal.Kind.UPDATE, draft, reason="the coach saved new text")
     embedding = embed_memory(summary=draft.summary, content=draft.content)
@@ -201,7 +262,7 @@ def _save_memory(
             vector=embedding.vector,
             model=embedding.model,
             limit=DEDUP_CANDIDATES,
-            exclude_key=key,
+            exclude_id=existing.pk if existing else None,
         )
         if s.similarity >= settings.MEMORY_DEDUP_THRESHOLD
     ]
@@ -227,9 +288,13 @@ def _save_memory(
         session_id=context.session_id,
         message_id=context.message_id,
         embedding=embedding,
+        expected_version=existing.version if existing else None,
         now=now,
     )
-    return {"status": "saved", "key": outcome.memory.key, "created": outcome.created}
+    result: dict[str, Any] = {"status": "saved", "key": outcome.memory.key, "created": outcome.created}
+    if outcome.memory.key != key:
+        result["note"] = f"kept under the neutral key {outcome.memory.key!r}: safety notes are never named by text"
+    return result
 
 
 def _update_memory(
@@ -242,22 +307,27 @@ def _update_memory(
     category: str | None,
     due_at: str | None,
     status: str | None,
+    clear: list[str] | None,
     reason: str,
 ) -> dict[str, Any]:
-    memory = memory_list_for_user(user=context.user).filter(key=key).first()
+    memory = memory_by_key(user=context.user, key=key)
     if memory is None:
         raise ToolRefusal(f"there is no memory {key!r}; save_memory creates one")
     current = MemoryDraft.of(memory)
     changes = {"summary": summary, "content": content, "tier": tier, "category": category, "status": status}
     draft = replace(current, **{name: value for name, value in changes.items() if value is not None})
     if due_at is not None:
-        draft = replace(draft, due_at=_due(due_at))
+        if "due_at" in (clear or ()):
+            raise ToolRefusal("give due_at or clear it, not both")
+        draft = replace(draft, due_at=_due(due_at, context.time_zone))
+    if "due_at" in (clear or ()):
+        draft = replace(draft, due_at=None)
     draft = validate_draft(draft, now=timezone.now(), due_may_be_past=due_at is None)
     if draft == current:
         return {"status": "unchanged", "key": key}
     if memory.is_protected:
         return _propose(context, memory, MemoryProposal.Kind.UPDATE, draft, reason=reason)
-    memory_save(
+    outcome = memory_save(
         user=context.user,
         draft=draft,
         source=Source.COACH,
@@ -266,17 +336,21 @@ def _update_memory(
         merged=key in context.duplicate_keys,
         session_id=context.session_id,
         message_id=context.message_id,
+        expected_version=memory.version,
     )
-    return {"status": "updated", "key": key}
+    result: dict[str, Any] = {"status": "updated", "key": outcome.memory.key}
+    if outcome.memory.key != key:
+        result["note"] = f"now protected, so kept under the neutral key {outcome.memory.key!r}"
+    return result
 
 
 def _delete_memory(context: ToolContext, *, key: str, reason: str) -> dict[str, Any]:
-    memory = memory_list_for_user(user=context.user).filter(key=key).first()
+    memory = memory_by_key(user=context.user, key=key)
     if memory is None:
         raise ToolRefusal(f"there is no memory {key!r}")
     if memory.is_protected:
         return _propose(context, memory, MemoryProposal.Kind.DELETE, None, reason=reason)
-    memory_delete(user=context.user, key=key, actor=MemoryEvent.Actor.COACH, reason=reason)
+    memory_delete(user=context.user, memory_id=memory.pk, actor=MemoryEvent.Actor.COACH, reason=reason)
     return {"status": "deleted", "key": key}
 
 
@@ -307,21 +381,22 @@ def _recall_memory(context: ToolContext, *, keys: list[str]) -> dict[str, Any]:
     found = memories_by_keys(user=context.user, keys=keys)
     return {
         "status": "found",
-        "memories": [
-            {
-                "key": m.key,
-                "tier": m.tier,
-                "category": m.category,
-                "written_by": m.get_source_display(),
-                "summary": m.summary,
-                "content": m.content,
-                "due_at": m.due_at.isoformat() if m.due_at else None,
-                "status": m.status or None,
-                "updated_at": m.updated_at.date().isoformat(),
-            }
-            for m in found
-        ],
+        "memories": [_full(m) for m in found],
         "unknown": [key for key in keys if key not in {m.key for m in found}],
+    }
+
+
+def _full(memory: Memory) -> dict[str, Any]:
+    return {
+        "key": memory.key,
+        "tier": memory.tier,
+        "category": memory.category,
+        "written_by": "the person" if memory.source != Source.COACH else "you",
+        "summary": memory.summary,
+        "content": memory.content,
+        "due_at": memory.due_at.isoformat() if memory.due_at else None,
+        "status": memory.status or None,
+        "updated_at": memory.updated_at.date().isoformat(),
     }
 
 
@@ -338,18 +413,20 @@ def _propose(
     }
 
 
-def _due(value: str | None) -> datetime | None:
+def _due(value: str | None, time_zone: str) -> datetime | None:
+    """An ISO date-time, or a date meaning its morning on the person's clock."""
     if value is None:
         return None
+    zone = ZoneInfo(time_zone)
     try:
-        parsed = parse_datetime(value)
-        if parsed is None and (day := parse_date(value)) is not None:
-            parsed = datetime.combine(day, DEFAULT_DUE_TIME)
+        # A plain date first: Python reads "2031-06-12" as a date-time too, at midnight.
+        day = parse_date(value)
+        parsed = datetime.combine(day, DEFAULT_DUE_TIME, tzinfo=zone) if day else parse_datetime(value)
     except ValueError:
         parsed = None
     if parsed is None:
         raise ToolRefusal(f"due_at {value!r} is not an ISO 8601 date or date-time")
-    return parsed if timezone.is_aware(parsed) else parsed.replace(tzinfo=UTC)
+    return parsed if timezone.is_aware(parsed) else parsed.replace(tzinfo=zone)
 
 
 _HANDLERS = {

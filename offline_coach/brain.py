@@ -118,6 +118,7 @@ def _merge_arguments(refused: dict[str, Any], existing: dict[str, Any]) -> dict[
         "category": None,
         "due_at": refused.get("due_at"),
         "status": None,
+        "clear": None,
         "reason": MERGE_REASON,
     }
 

@@ -22,13 +22,18 @@ START_TIMEOUT_SECONDS = 10
 
 
 @contextmanager
-def asgi_app_server() -> Iterator[str]:
+def asgi_app_server(*, access_log: bool = False) -> Iterator[str]:
+    """The app served on a free port. With `access_log`, uvicorn logs each request to the
+    `uvicorn.access` logger, as it does in production, for a test to read."""
     port = free_port()
     config = uvicorn.Config(
         ASGIStaticFilesHandler(get_asgi_application()),
         host="127.0.0.1",
         port=port,
-        log_level="warning",
+        log_level="info" if access_log else "warning",
+        access_log=access_log,
+        # None leaves the test's own logging (and its handlers) in place.
+        log_config=None,
         lifespan="off",
         timeout_graceful_shutdown=2,
     )

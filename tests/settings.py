@@ -13,6 +13,7 @@ if not os.environ.get("DATABASE_URL") or not os.environ.get("REDIS_URL"):
 os.environ.setdefault("DJANGO_DEBUG", "true")
 os.environ.setdefault("DJANGO_SECRET_KEY", "test-secret-key-not-for-production-" + "x" * 20)
 os.environ.setdefault("FIELD_ENCRYPTION_KEYS", Fernet.generate_key().decode())
+os.environ.setdefault("FIELD_LOOKUP_KEY", "test-lookup-key-not-for-production-" + "y" * 20)
 
 from coach.settings import *  # noqa: F403
 from coach.settings import CACHES, REDIS_URL

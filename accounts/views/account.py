@@ -15,7 +15,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from accounts.export import account_export_json
 from accounts.forms import EmailPreferenceForm
 from accounts.selectors import next_note_for_user
-from accounts.services import account_delete
+from accounts.services import account_delete, user_time_zone_set
 from accounts.views.partials import HtmxHttpRequest, wants_partial
 from emails.preferences import email_preference_update, email_resubscribe
 from emails.selectors import email_preference_for_user
@@ -52,7 +52,8 @@ def email_preferences(request: HtmxHttpRequest) -> HttpResponse:
     form = EmailPreferenceForm(request.POST, instance=email_preference_for_user(user=request.user))
     saved = form.is_valid()
     if saved:
-        email_preference_update(user=request.user, **form.cleaned_data)
+        email_preference_update(user=request.user, **form.preferences())
+        user_time_zone_set(user=request.user, time_zone=form.cleaned_data["time_zone"])
         if not wants_partial(request):
             messages.success(request, "Email preferences saved.")
             return redirect("account")
@@ -94,7 +95,7 @@ def account_delete_view(request: HtmxHttpRequest) -> HttpResponse:
     if request.method == "GET":
         return render(request, "accounts/delete_account.html")
     user = request.user
-    account_delete(user=user)
+    account_delete(user=user, hosts=[request.get_host()])
     logout(request)
     messages.success(request, "Your account and everything about you is deleted. Goodbye, and take care.")
     return redirect("account_login")

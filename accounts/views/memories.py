@@ -1,6 +1,6 @@
 """The memory page: every memory, grouped by tier, and every action on one.
 
-A memory is found by its key among the requester's own, so another person's key is a 404
+A memory is found by its id among the requester's own, so another person's id is a 404
 that says nothing about whether it exists.
 """
 
@@ -17,16 +17,21 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django.views.decorators.vary import vary_on_headers
 
 from accounts.forms import MemoryEditForm, MemoryFilterForm, MemoryForm
-from accounts.pages import MemoryFilters, ProposalView, forgotten_memory, memory_history_entries, memory_row
-from accounts.selectors import context_report_for_user, memory_page_for_user
+from accounts.pages import MemoryFilters, ProposalView, forgotten_memory, memory_row
+from accounts.selectors import (
+    context_report_for_user,
+    forgotten_memories_for_user,
+    memory_history_page_for_user,
+    memory_page_for_user,
+)
 from accounts.views.partials import HtmxHttpRequest, wants_partial
-from memory.drafts import MemoryInvalid, MemoryNotFound, MemoryNotRestorable, ProposalOutdated
+from memory.drafts import MemoryInvalid, MemoryNotFound, MemoryNotRestorable, ProposalDecided, ProposalOutdated
 from memory.models import Memory
 from memory.proposals import proposal_confirm, proposal_reject
 from memory.selectors import (
     memory_history_for_user,
     memory_list_for_user,
-    pending_proposals_for_user,
+    proposals_for_user,
     recently_forgotten_for_user,
 )
 from memory.services import (
@@ -55,7 +60,7 @@ def memories(request: HtmxHttpRequest) -> HttpResponse:
 @require_POST
 def memory_add(request: HtmxHttpRequest) -> HttpResponse:
     """A memory the person writes ("always remember this"), kept for good."""
-    form = MemoryForm(request.POST)
+    form = MemoryForm(request.POST, time_zone=request.user.time_zone)
     if form.is_valid():
         try:
             memory = memory_add_by_user(user=request.user, draft=form.draft())
@@ -66,7 +71,7 @@ def memory_add(request: HtmxHttpRequest) -> HttpResponse:
                 context = {"add_form": MemoryForm(), "saved": True, "row": memory_row(memory)}
                 return render(request, "accounts/memories.html#memory_added", context)
             messages.success(request, "Saved. Your coach will always remember this.")
-            return redirect(_memory_anchor(memory.key))
+            return redirect(_memory_anchor(memory.pk))
     if wants_partial(request):
         return render(request, "accounts/memories.html#add_form", {"add_form": form})
     return render(request, "accounts/memories.html", _page_context(request, add_form=form))
@@ -75,69 +80,82 @@ def memory_add(request: HtmxHttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 @vary_on_headers("HX-Request")
-def memory_detail(request: HtmxHttpRequest, key: str) -> HttpResponse:
+def memory_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """One memory and its whole history; for htmx, the memory's row (an edit cancelled)."""
-    memory = memory_list_for_user(user=request.user).filter(key=key).first()
+    memory = memory_list_for_user(user=request.user).filter(pk=pk).first()
     if wants_partial(request):
         if memory is None:
             raise Http404
         return render(request, "accounts/memories.html#memory_row", {"row": memory_row(memory)})
-    return _render_detail(request, key, memory)
+    return _render_detail(request, pk, memory)
 
 
 @login_required
 @require_GET
 @vary_on_headers("HX-Request")
-def memory_history(request: HtmxHttpRequest, key: str) -> HttpResponse:
+def memory_history(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """What happened to one memory, event by event; it outlives the memory itself."""
-    memory = memory_list_for_user(user=request.user).filter(key=key).first()
+    memory = memory_list_for_user(user=request.user).filter(pk=pk).first()
     if wants_partial(request):
-        entries = memory_history_entries(memory_history_for_user(user=request.user, key=key))
-        if memory is None and not entries:
+        history = memory_history_page_for_user(user=request.user, memory_id=pk, page=_page_number(request))
+        if memory is None and not history:
             raise Http404
-        return render(request, "accounts/memory_detail.html#history", {"entries": entries})
-    return _render_detail(request, key, memory)
+        return render(request, "accounts/memory_detail.html#history", {"history": history, "memory_id": pk})
+    return _render_detail(request, pk, memory)
+
+
+@login_required
+@require_GET
+@vary_on_headers("HX-Request")
+def memories_forgotten(request: HtmxHttpRequest) -> HttpResponse:
+    """More of what the coach forgot lately, a page at a time."""
+    forgotten = forgotten_memories_for_user(user=request.user, now=timezone.now(), page=_page_number(request))
+    context = {"forgotten": forgotten, "forgotten_days": settings.MEMORY_FORGOTTEN_DAYS}
+    if wants_partial(request):
+        return render(request, "accounts/forgotten.html#forgotten_page", context)
+    return render(request, "accounts/forgotten.html", context)
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 @vary_on_headers("HX-Request")
-def memory_edit(request: HtmxHttpRequest, key: str) -> HttpResponse:
+def memory_edit(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """Correct a memory in place. Saving makes it the person's own, hence protected."""
-    current = memory_list_for_user(user=request.user).filter(key=key).first()
+    current = memory_list_for_user(user=request.user).filter(pk=pk).first()
     if request.method == "GET":
         if current is None:
             raise Http404
         form = MemoryEditForm(
-            initial={**MemoryForm.initial_for(current), "version": current.version},
-            key=key,
+            initial={**MemoryForm.initial_for(current, time_zone=request.user.time_zone), "version": current.version},
+            memory_id=pk,
             current_due_at=current.due_at,
+            time_zone=request.user.time_zone,
         )
         return _render_edit(request, current, form)
 
     if current is None:
-        return _gone_or_404(request, key, form=MemoryEditForm(request.POST, key=key))
-    form = MemoryEditForm(request.POST, key=key, current_due_at=current.due_at)
+        return _gone_or_404(request, pk, form=MemoryEditForm(request.POST, memory_id=pk))
+    form = MemoryEditForm(request.POST, memory_id=pk, current_due_at=current.due_at, time_zone=request.user.time_zone)
     if form.is_valid():
         try:
             memory = memory_edit_by_user(
                 user=request.user,
-                key=key,
-                draft=form.draft(key=key),
+                memory_id=pk,
+                draft=form.draft(),
                 expected_version=form.cleaned_data["version"],
             )
         except MemoryInvalid as error:
             _add_errors(form, error.errors)
         except MemoryNotFound:
-            return _gone_or_404(request, key, form=form)
+            return _gone_or_404(request, pk, form=form)
         except ProposalOutdated as error:
             # Keep every word typed, show what is saved now, and let a second save win.
-            current = memory_list_for_user(user=request.user).filter(key=key).first()
+            current = memory_list_for_user(user=request.user).filter(pk=pk).first()
             if current is None:
-                return _gone_or_404(request, key, form=form)
+                return _gone_or_404(request, pk, form=form)
             data = request.POST.copy()
             data["version"] = str(current.version)
-            form = MemoryEditForm(data, key=key, current_due_at=current.due_at)
+            form = MemoryEditForm(data, memory_id=pk, current_due_at=current.due_at, time_zone=request.user.time_zone)
             form.is_valid()
             form.add_error(None, str(error))
             return _render_edit(request, current, form, changed_meanwhile=True)
@@ -145,27 +163,27 @@ def memory_edit(request: HtmxHttpRequest, key: str) -> HttpResponse:
             if wants_partial(request):
                 return render(request, "accounts/memories.html#memory_row", {"row": memory_row(memory), "saved": True})
             messages.success(request, "Saved. Your coach now remembers it this way, and will not forget it.")
-            return redirect(_memory_anchor(key))
+            return redirect(_memory_anchor(pk))
     return _render_edit(request, current, form)
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 @vary_on_headers("HX-Request")
-def memory_delete_view(request: HtmxHttpRequest, key: str) -> HttpResponse:
+def memory_delete_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """GET asks for confirmation; POST deletes the memory, its embedding and its history's text."""
     if request.method == "GET":
-        memory = get_object_or_404(memory_list_for_user(user=request.user), key=key)
+        memory = get_object_or_404(memory_list_for_user(user=request.user), pk=pk)
         context = {"row": memory_row(memory)}
         if wants_partial(request):
             return render(request, "accounts/memory_delete.html#delete_confirm", context)
         return render(request, "accounts/memory_delete.html", context)
 
     try:
-        memory_delete(user=request.user, key=key, actor="user")
+        memory_delete(user=request.user, memory_id=pk, actor="user")
     except MemoryNotFound:
-        # Deleted twice (two tabs): done all the same. A key never theirs is a 404.
-        if not memory_history_for_user(user=request.user, key=key).exists():
+        # Deleted twice (two tabs): done all the same. A memory never theirs is a 404.
+        if not memory_history_for_user(user=request.user, memory_id=pk).exists():
             raise Http404 from None
     if wants_partial(request):
         return HttpResponse("")
@@ -175,18 +193,18 @@ def memory_delete_view(request: HtmxHttpRequest, key: str) -> HttpResponse:
 
 @login_required
 @require_POST
-def memory_keep_view(request: HtmxHttpRequest, key: str) -> HttpResponse:
+def memory_keep_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """Protect a memory from being forgotten, without changing a word of it."""
-    get_object_or_404(memory_list_for_user(user=request.user), key=key)
+    get_object_or_404(memory_list_for_user(user=request.user), pk=pk)
     try:
-        memory = memory_keep(user=request.user, key=key)
+        memory = memory_keep(user=request.user, memory_id=pk)
     except MemoryNotFound:
         raise Http404 from None
     if wants_partial(request):
         context = {**_page_context(request), "row": memory_row(memory), "oob": True}
         return render(request, "accounts/memories.html#memory_kept", context)
     messages.success(request, "Kept. Your coach will not forget this one.")
-    return redirect(_memory_anchor(key))
+    return redirect(_memory_anchor(pk))
 
 
 @login_required
@@ -208,17 +226,19 @@ def memory_restore_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     if wants_partial(request):
         return render(request, "accounts/memories.html#memory_restored", {"row": memory_row(memory)})
     messages.success(request, "Restored. It is back, and your coach will not forget it again.")
-    return redirect(_memory_anchor(memory.key))
+    return redirect(_memory_anchor(memory.pk))
 
 
 @login_required
 @require_POST
 def proposal_confirm_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """Apply exactly the change the coach asked for and the person was shown."""
-    proposal = get_object_or_404(pending_proposals_for_user(user=request.user), pk=pk)
-    key = proposal.memory.key
+    proposal = get_object_or_404(proposals_for_user(user=request.user), pk=pk)
+    memory_id = proposal.memory_id
     try:
         memory = proposal_confirm(user=request.user, proposal_id=proposal.pk)
+    except ProposalDecided as decided:
+        return _proposal_answered(request, proposal.pk, str(decided))
     except (ProposalOutdated, MemoryInvalid) as error:
         if wants_partial(request):
             view = ProposalView(proposal=proposal, proposed=proposal.proposed_fields(), outdated=True)
@@ -226,18 +246,21 @@ def proposal_confirm_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         messages.error(request, str(error))
         return redirect(reverse("memories") + "#proposals")
     if wants_partial(request):
-        context = {"row": memory_row(memory) if memory else None, "key": key, "oob": True}
+        context = {"row": memory_row(memory) if memory else None, "memory_id": memory_id, "oob": True}
         return render(request, "accounts/memories.html#proposal_confirmed", context)
     messages.success(request, "Done: your coach's suggestion is applied." if memory else "Done: it is deleted.")
-    return redirect(_memory_anchor(key) if memory else reverse("memories"))
+    return redirect(_memory_anchor(memory_id) if memory else reverse("memories"))
 
 
 @login_required
 @require_POST
 def proposal_reject_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """Turn the coach's suggestion down; the memory stays exactly as it is."""
-    proposal = get_object_or_404(pending_proposals_for_user(user=request.user), pk=pk)
-    proposal_reject(user=request.user, proposal_id=proposal.pk)
+    proposal = get_object_or_404(proposals_for_user(user=request.user), pk=pk)
+    try:
+        proposal_reject(user=request.user, proposal_id=proposal.pk)
+    except ProposalDecided as decided:
+        return _proposal_answered(request, proposal.pk, str(decided))
     if wants_partial(request):
         return HttpResponse("")
     messages.success(request, "Turned down. The memory stays as it was.")
@@ -276,8 +299,8 @@ def _add_errors(form: MemoryForm, errors: dict[str, str]) -> None:
         form.add_error(name if name in form.fields else None, text[0].upper() + text[1:])
 
 
-def _memory_anchor(key: str) -> str:
-    return f"{reverse('memories')}#memory-{key}"
+def _memory_anchor(memory_id: int) -> str:
+    return f"{reverse('memories')}#memory-{memory_id}"
 
 
 def _page_context(
@@ -305,20 +328,35 @@ def _render_edit(
     return render(request, "accounts/memory_edit.html", context)
 
 
-def _render_detail(request: HtmxHttpRequest, key: str, memory: Memory | None) -> HttpResponse:
-    entries = memory_history_entries(memory_history_for_user(user=request.user, key=key))
-    if memory is None and not entries:
+def _render_detail(request: HtmxHttpRequest, pk: int, memory: Memory | None) -> HttpResponse:
+    history = memory_history_page_for_user(user=request.user, memory_id=pk, page=_page_number(request))
+    if memory is None and not history:
         raise Http404
-    context = {"key": key, "row": memory_row(memory) if memory else None, "entries": entries}
+    context = {"memory_id": pk, "row": memory_row(memory) if memory else None, "history": history}
     return render(request, "accounts/memory_detail.html", context)
 
 
-def _gone_or_404(request: HtmxHttpRequest, key: str, *, form: MemoryForm) -> HttpResponse:
+def _page_number(request: HtmxHttpRequest) -> int:
+    # A page number that is not one is the first page, not an error page.
+    value = request.GET.get("page", "1")
+    return max(1, min(int(value), 10_000)) if value.isdigit() else 1
+
+
+def _proposal_answered(request: HtmxHttpRequest, proposal_id: int, message: str) -> HttpResponse:
+    """A suggestion answered twice (two tabs, a double click): say so, change nothing."""
+    if wants_partial(request):
+        context = {"proposal_id": proposal_id, "message": message}
+        return render(request, "accounts/memories.html#proposal_answered", context, status=409)
+    messages.info(request, message)
+    return redirect(reverse("memories") + "#proposals")
+
+
+def _gone_or_404(request: HtmxHttpRequest, pk: int, *, form: MemoryForm) -> HttpResponse:
     """An edit of a memory deleted or forgotten meanwhile: say so and keep what was typed.
-    A key the person never had is a 404, as for anyone else's."""
-    if not memory_history_for_user(user=request.user, key=key).exists():
+    A memory the person never had is a 404, as for anyone else's."""
+    if not memory_history_for_user(user=request.user, memory_id=pk).exists():
         raise Http404
-    context = {"key": key, "form": form, "gone": True}
+    context = {"memory_id": pk, "form": form, "gone": True}
     if wants_partial(request):
         return render(request, "accounts/memories.html#memory_gone", context)
     return render(request, "accounts/memory_edit.html", context)

@@ -101,7 +101,9 @@ def test_saving_preferences_stores_them(client: Client, user: User) -> None:
     preference = EmailPreference.objects.get(user=user)
     assert preference.frequency == "twice_weekly" and preference.session_summaries is True
     assert (preference.quiet_start, preference.quiet_end) == (time(22, 30), time(7, 0))
-    assert preference.time_zone == "Europe/Helsinki"
+    # The time zone is the person's own, on their account.
+    user.refresh_from_db()
+    assert user.time_zone == "Europe/Helsinki"
 
 
 def test_saving_preferences_again_updates_the_same_row(client: Client, user: User) -> None:

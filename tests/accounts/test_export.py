@@ -14,20 +14,20 @@ from django.apps import apps
 from django.contrib.admin.models import ADDITION, LogEntry
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
-from django.contrib.sessions.models import Session
 from django.db import models
 from django.test import Client
 from django.utils import timezone
 
 from accounts.export import EXPORTED, NOT_EXPORTED
-from accounts.models import User
+from accounts.models import LoginSession, User
 from coach.models import ChatSession, Message
-from emails.models import Email, EmailPreference
+from emails.models import Email, WeeklyEpisodeRequest
 from memory.drafts import MemoryDraft
 from memory.models import Memory
 from memory.proposals import proposal_make
 from memory.services import memory_delete, memory_save
 from tests.conftest import PASSWORD, make_user
+from tests.emails.factories import prefer
 from tests.memory.factories import make_memory
 
 pytestmark = pytest.mark.django_db
@@ -94,8 +94,8 @@ def a_whole_life(user: User, *, words: str) -> None:
     )
     shoulder = make_memory(user, "shoulder", source="user", category="injury", summary=f"{words} shoulder")
     coach_saves(user, "oats", f"{words} oats", session_id=session.pk, message_id=question.pk)
-    coach_saves(user, "gone", f"{words} gone")
-    memory_delete(user=user, key="gone", actor="coach", reason="no longer true")
+    gone = coach_saves(user, "gone", f"{words} gone")
+    memory_delete(user=user, memory_id=gone.pk, actor="coach", reason="no longer true")
     proposal_make(
         user=user,
         memory=shoulder,
@@ -115,7 +115,7 @@ def a_whole_life(user: User, *, words: str) -> None:
             session=session,
             sent_at=timezone.now() if status == "sent" else None,
         )
-    EmailPreference.objects.create(user=user, frequency="off", time_zone="Europe/Helsinki")
+    prefer(user, frequency="off", time_zone="Europe/Helsinki")
 
 
 def the_rest(user: User) -> None:
@@ -131,6 +131,7 @@ def the_rest(user: User) -> None:
     )
     user.groups.add(Group.objects.create(name="staff"))
     user.user_permissions.add(Permission.objects.get(codename="view_memory"))
+    WeeklyEpisodeRequest.objects.create(user=user, week_key="week-2026-48")
 
 
 def keys_in(value: Any) -> set[str]:
@@ -184,7 +185,7 @@ def test_export_then_delete_the_account_the_export_holds_everything_and_nothing_
     for label, model, queryset in rows_about(user.pk):
         assert not queryset.exists(), f"{label} still references the deleted user"
         assert not model._default_manager.filter(pk__in=rows_before[label]).exists(), label
-    assert not any(s.get_decoded().get("_auth_user_id") == str(user.pk) for s in Session.objects.all())
+    assert not any(s.get_decoded().get("_auth_user_id") == str(user.pk) for s in LoginSession.objects.all())
     assert Memory.objects.filter(user=other_user).count() == 2
     assert Message.objects.filter(session__user=other_user).count() == 2
     assert Email.objects.filter(user=other_user).count() == 2
@@ -208,27 +209,35 @@ def test_the_export_reads_as_text_with_provenance_and_history(user: User) -> Non
     shoulder = next(m for m in data["memories"] if m["key"] == "shoulder")
     assert shoulder["kept_because"] == "you wrote it"
     gone = data["history_of_memories_no_longer_kept"]
-    assert [g["key"] for g in gone] == ["gone"]
-    assert [e["action"] for e in gone[0]["history"]] == ["created", "deleted"]
+    assert len(gone) == 1 and gone[0]["memory_id"] not in {m["id"] for m in data["memories"]}
+    assert [(e["action"], e["key"], e["memory_id"]) for e in gone[0]["history"]] == [
+        ("created", "gone", gone[0]["memory_id"]),
+        ("deleted", "gone", gone[0]["memory_id"]),
+    ]
     assert data["proposals"][0]["memory_key"] == "shoulder"
     assert data["proposals"][0]["proposed"]["summary"] == "Ada healed"
     messages = data["chat_sessions"][0]["messages"]
     assert [m["content"] for m in messages] == ["Ada: my shoulder", "Ada: noted"]
     assert {e["subject"] for e in data["emails"]} == {"Ada sent email", "Ada queued email"}
-    assert data["email_preferences"]["time_zone"] == "Europe/Helsinki"
+    assert data["email_preferences"]["frequency"] == "off"
+    assert data["profile"]["time_zone"] == "Europe/Helsinki"
     assert data["email_addresses"][0]["email"] == user.email
 
 
 def test_a_memory_the_person_deleted_leaves_no_text_in_the_export(user: User) -> None:
-    make_memory(user, "secret", source="user", summary="Something private")
+    memory = make_memory(user, "secret-plan", source="user", summary="Something private")
     client = Client()
     client.force_login(user)
-    client.post("/memories/secret/delete")
+    client.post(f"/memories/{memory.pk}/delete")
 
     data = export(client)
 
-    assert "Something private" not in json.dumps(data)
-    assert [e["action"] for e in data["history_of_memories_no_longer_kept"][0]["history"]] == ["deleted"]
+    assert "Something private" not in json.dumps(data) and "secret-plan" not in json.dumps(data)
+    [gone] = data["history_of_memories_no_longer_kept"]
+    assert gone["memory_id"] == memory.pk
+    assert [(e["action"], e["key"], e["before"], e["after"]) for e in gone["history"]] == [
+        ("deleted", None, None, None)
+    ]
 
 
 def test_the_export_is_a_fixed_number_of_queries(user: User, django_assert_max_num_queries) -> None:

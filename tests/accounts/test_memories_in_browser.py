@@ -44,9 +44,9 @@ def still_the_same_document(page: Page) -> bool:
 
 
 def test_a_person_edits_a_memory_and_sees_the_new_text_without_a_reload(page: Page, live_server, person: User) -> None:
-    make_memory(person, "breakfast", summary="Oats every morning")
+    memory = make_memory(person, "breakfast", summary="Oats every morning")
     open_memories(page, live_server)
-    row = page.locator("#memory-breakfast")
+    row = page.locator(f"#memory-{memory.pk}")
 
     row.get_by_role("link", name="Edit").click()
     summary = row.get_by_label(SUMMARY)
@@ -58,8 +58,8 @@ def test_a_person_edits_a_memory_and_sees_the_new_text_without_a_reload(page: Pa
     expect(row).to_contain_text("Kept: you wrote it")
     expect(row).not_to_contain_text("Oats every morning")
     assert still_the_same_document(page)
-    memory = Memory.objects.get(user=person, key="breakfast")
-    assert memory.source == "manual"
+    memory.refresh_from_db()
+    assert memory.source == "manual" and memory.key == "habit-1"
     text = assemble_memory_context(user=person, now=timezone.now()).text
     assert "Eggs every morning" in text and "Oats every morning" not in text
 
@@ -68,13 +68,13 @@ def test_an_edited_memory_is_what_the_next_chat_turn_sends_to_the_model(
     page: Page, live_app: str, model_server: ModelServer
 ) -> None:
     person = make_user("ada@example.com")
-    make_memory(person, "breakfast", summary="Oats every morning")
+    memory = make_memory(person, "breakfast", summary="Oats every morning")
     client = Client()
     client.force_login(person)
     page.context.add_cookies([{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_app}])
     page.goto(live_app + "/memories/")
     page.evaluate("window.sameDocument = true")
-    row = page.locator("#memory-breakfast")
+    row = page.locator(f"#memory-{memory.pk}")
 
     row.get_by_role("link", name="Edit").click()
     row.get_by_label(SUMMARY).fill("Eggs every morning")
@@ -94,9 +94,9 @@ def test_an_edited_memory_is_what_the_next_chat_turn_sends_to_the_model(
 
 
 def test_an_edit_that_is_too_long_says_so_in_place_and_keeps_the_text(page: Page, live_server, person: User) -> None:
-    make_memory(person, "breakfast", summary="Oats every morning")
+    memory = make_memory(person, "breakfast", summary="Oats every morning")
     open_memories(page, live_server)
-    row = page.locator("#memory-breakfast")
+    row = page.locator(f"#memory-{memory.pk}")
     typed = "Eggs " * 40
 
     row.get_by_role("link", name="Edit").click()
@@ -106,13 +106,13 @@ def test_an_edit_that_is_too_long_says_so_in_place_and_keeps_the_text(page: Page
     expect(row).to_contain_text("Keep this to 150 characters")
     expect(row.get_by_label(SUMMARY)).to_have_value(typed)
     assert still_the_same_document(page)
-    assert Memory.objects.get(user=person, key="breakfast").summary == "Oats every morning"
+    assert Memory.objects.get(pk=memory.pk).summary == "Oats every morning"
 
 
 def test_cancelling_an_edit_puts_the_memory_back(page: Page, live_server, person: User) -> None:
-    make_memory(person, "breakfast", summary="Oats every morning")
+    memory = make_memory(person, "breakfast", summary="Oats every morning")
     open_memories(page, live_server)
-    row = page.locator("#memory-breakfast")
+    row = page.locator(f"#memory-{memory.pk}")
 
     row.get_by_role("link", name="Edit").click()
     row.get_by_label(SUMMARY).fill("Something else")
@@ -124,9 +124,9 @@ def test_cancelling_an_edit_puts_the_memory_back(page: Page, live_server, person
 
 
 def test_a_person_deletes_a_memory_after_confirming(page: Page, live_server, person: User) -> None:
-    make_memory(person, "breakfast", summary="Oats every morning")
+    memory = make_memory(person, "breakfast", summary="Oats every morning")
     open_memories(page, live_server)
-    row = page.locator("#memory-breakfast")
+    row = page.locator(f"#memory-{memory.pk}")
 
     row.get_by_role("link", name="Delete").click()
     expect(row).to_contain_text("Delete this memory for good?")
@@ -149,7 +149,9 @@ def test_a_person_adds_a_memory_that_appears_in_its_tier(page: Page, live_server
     expect(add).to_contain_text("Saved. Your coach will always remember this.")
     expect(add.get_by_label(SUMMARY)).to_have_value("")
     profile = page.locator("#tier-profile")
-    expect(profile.locator("#memory-i-am-vegetarian")).to_contain_text("Kept: you wrote it")
+    memory = Memory.objects.get(user=person)
+    assert (memory.key, memory.summary) == ("preference-1", "I am vegetarian")
+    expect(profile.locator(f"#memory-{memory.pk}")).to_contain_text("Kept: you wrote it")
     expect(profile.get_by_text("Nothing yet.")).to_be_hidden()
     assert still_the_same_document(page)
 
@@ -167,14 +169,21 @@ def test_the_date_fields_show_only_for_something_to_bring_up_later(page: Page, l
 def test_a_person_restores_a_forgotten_memory(page: Page, live_server, person: User) -> None:
     gone = make_memory(person, "rain", summary="Runs in the rain")
     MemoryEvent.objects.create(
-        user=person, key="rain", actor="system", action="evicted", reason="room", before=gone.snapshot()
+        user=person,
+        memory_id=gone.pk,
+        key="rain",
+        actor="system",
+        action="evicted",
+        reason="room",
+        before=gone.snapshot(),
     )
+    gone_id = gone.pk
     gone.delete()
     open_memories(page, live_server)
 
     page.locator("#forgotten").get_by_role("button", name="Restore").click()
 
-    expect(page.locator("#tier-episodic #memory-rain")).to_contain_text("Kept: you wrote it")
+    expect(page.locator(f"#tier-episodic #memory-{gone_id}")).to_contain_text("Kept: you wrote it")
     expect(page.locator("#forgotten")).not_to_contain_text("Runs in the rain")
     assert still_the_same_document(page)
 
@@ -182,13 +191,13 @@ def test_a_person_restores_a_forgotten_memory(page: Page, live_server, person: U
 def test_the_memory_pages_raise_no_content_security_policy_violations(page: Page, live_server, person: User) -> None:
     violations: list[str] = []
     page.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
-    make_memory(person, "shoulder", source="user", category="injury", summary="Bad left shoulder")
+    shoulder = make_memory(person, "shoulder", source="user", category="injury", summary="Bad left shoulder")
     make_memory(person, "talk", tier="prospective", category="project", due_at=timezone.now() + timedelta(days=30))
     make_memories(person, 3)
 
     open_memories(page, live_server)
-    page.locator("#memory-shoulder").get_by_text("History", exact=True).click()
-    expect(page.locator("#memory-shoulder .memory-history")).to_contain_text("No history recorded.")
+    page.locator(f"#memory-{shoulder.pk}").get_by_text("History", exact=True).click()
+    expect(page.locator(f"#memory-{shoulder.pk} .memory-history")).to_contain_text("No history recorded.")
     page.locator("#coach-sees").get_by_text("Show it").click()
     expect(page.locator("#coach-sees pre.context-text")).to_contain_text("Bad left shoulder")
     page.get_by_role("searchbox").fill("shoulder")

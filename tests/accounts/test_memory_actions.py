@@ -19,7 +19,7 @@ from memory.models import Memory, MemoryEvent, MemoryProposal
 from memory.proposals import proposal_make
 from memory.services import memory_delete, memory_edit_by_user, memory_save
 from offline_coach import ModelServer, offline_embedding
-from tests.memory.factories import make_memories, make_memory
+from tests.memory.factories import make_memories, make_memory, memory_named
 
 pytestmark = pytest.mark.django_db
 
@@ -36,9 +36,9 @@ def embedding_requests(server: ModelServer) -> int:
     return sum(1 for request in server.requests if request.path.endswith("/embeddings"))
 
 
-def edit(client: Client, key: str, **fields: str):
+def edit(client: Client, memory_id: int, **fields: str):
     data = {"summary": "", "content": "", "tier": "episodic", "category": "habit", "version": "", **fields}
-    return client.post(f"/memories/{key}/edit", data, headers=HTMX)
+    return client.post(f"/memories/{memory_id}/edit", data, headers=HTMX)
 
 
 def add(client: Client, **fields: str):
@@ -69,9 +69,9 @@ def evict_oldest(user: User, settings) -> MemoryEvent:
 
 
 def test_the_edit_form_holds_the_memory_as_it_is(client: Client, user: User) -> None:
-    make_memory(user, "breakfast", summary="Oats", content="Oats every morning", category="habit")
+    memory = make_memory(user, "breakfast", summary="Oats", content="Oats every morning", category="habit")
 
-    html = client.get("/memories/breakfast/edit", headers=HTMX).content.decode()
+    html = client.get(f"/memories/{memory.pk}/edit", headers=HTMX).content.decode()
 
     assert input_value(html, "summary") == "Oats"
     assert "Oats every morning</textarea>" in html
@@ -82,26 +82,28 @@ def test_the_edit_form_holds_the_memory_as_it_is(client: Client, user: User) -> 
 def test_an_edit_shows_the_new_text_protects_it_and_records_it(
     client: Client, user: User, model_server: ModelServer
 ) -> None:
-    make_memory(user, "breakfast", summary="Oats every morning")
+    memory = make_memory(user, "breakfast", summary="Oats every morning")
     before = embedding_requests(model_server)
 
-    response = edit(client, "breakfast", summary="Eggs every morning", version="1")
+    response = edit(client, memory.pk, summary="Eggs every morning", version="1")
 
     html = response.content.decode()
     assert response.status_code == 200
-    assert html.lstrip().startswith('<article class="memory is-kept just-saved" id="memory-breakfast"')
+    assert html.lstrip().startswith(f'<article class="memory is-kept just-saved" id="memory-{memory.pk}"')
     assert "Eggs every morning" in html and "Kept: you wrote it" in html and "You edited it" in html
-    memory = Memory.objects.get(user=user, key="breakfast")
-    assert memory.source == "manual" and memory.summary == "Eggs every morning"
+    memory.refresh_from_db()
+    # Now the person's own: renamed by its category and a number, never by its text.
+    assert memory.source == "manual" and memory.summary == "Eggs every morning" and memory.key == "habit-1"
+    assert not Memory.objects.keyed(user.pk, "breakfast").exists()
     assert embedding_requests(model_server) == before + 1
-    event = MemoryEvent.objects.get(user=user, key="breakfast")
-    assert (event.actor, event.action) == ("user", "updated")
+    event = MemoryEvent.objects.get(user=user, memory_id=memory.pk)
+    assert (event.actor, event.action, event.key) == ("user", "updated", "habit-1")
 
 
 def test_after_an_edit_the_coach_sees_the_new_text_and_not_the_old(client: Client, user: User) -> None:
-    make_memory(user, "breakfast", summary="Oats every morning")
+    memory = make_memory(user, "breakfast", summary="Oats every morning")
 
-    edit(client, "breakfast", summary="Eggs every morning")
+    edit(client, memory.pk, summary="Eggs every morning")
 
     text = assemble_memory_context(user=user, now=timezone.now()).text
     assert "Eggs every morning" in text
@@ -109,21 +111,21 @@ def test_after_an_edit_the_coach_sees_the_new_text_and_not_the_old(client: Clien
 
 
 def test_an_edit_without_htmx_goes_back_to_the_memory_on_the_page(client: Client, user: User) -> None:
-    make_memory(user, "breakfast")
+    memory = make_memory(user, "breakfast")
 
     response = client.post(
-        "/memories/breakfast/edit", {"summary": "Eggs", "tier": "episodic", "category": "habit", "version": ""}
+        f"/memories/{memory.pk}/edit", {"summary": "Eggs", "tier": "episodic", "category": "habit", "version": ""}
     )
 
-    assert response.status_code == 302 and response.url == "/memories/#memory-breakfast"
+    assert response.status_code == 302 and response.url == f"/memories/#memory-{memory.pk}"
 
 
 def test_an_edit_page_without_htmx_is_a_whole_page(client: Client, user: User) -> None:
-    make_memory(user, "breakfast")
+    memory = make_memory(user, "breakfast")
 
-    html = client.get("/memories/breakfast/edit").content.decode()
+    html = client.get(f"/memories/{memory.pk}/edit").content.decode()
 
-    assert "<html" in html and "Edit a memory" in html and 'id="memory-breakfast"' in html
+    assert "<html" in html and "Edit a memory" in html and f'id="memory-{memory.pk}"' in html
 
 
 @pytest.mark.parametrize(
@@ -141,30 +143,30 @@ def test_an_edit_page_without_htmx_is_a_whole_page(client: Client, user: User) -
 def test_an_invalid_edit_says_what_is_wrong_inline_and_keeps_what_was_typed(
     client: Client, user: User, model_server: ModelServer, fields: dict[str, str], field: str, message: str
 ) -> None:
-    make_memory(user, "breakfast", summary="Oats")
+    memory = make_memory(user, "breakfast", summary="Oats")
     before = embedding_requests(model_server)
 
-    response = edit(client, "breakfast", **fields)
+    response = edit(client, memory.pk, **fields)
 
     html = response.content.decode()
     assert response.status_code == 200
     assert 'class="memory editing"' in html
-    error = re.search(rf'<ul class="errorlist" id="edit-breakfast-{field}_error">(.*?)</ul>', html, re.S)
+    error = re.search(rf'<ul class="errorlist" id="edit-{memory.pk}-{field}_error">(.*?)</ul>', html, re.S)
     assert error and message in error.group(1)
     if "summary" in fields and fields["summary"].strip():
         assert input_value(html, "summary") == fields["summary"]
     if "content" in fields:
         assert fields["content"] + "</textarea>" in html
-    assert Memory.objects.get(user=user, key="breakfast").summary == "Oats"
+    assert Memory.objects.get(pk=memory.pk).summary == "Oats"
     assert embedding_requests(model_server) == before
 
 
 def test_editing_a_memory_deleted_meanwhile_says_so_and_keeps_what_was_typed(client: Client, user: User) -> None:
-    make_memory(user, "breakfast", summary="Oats")
-    client.get("/memories/breakfast/edit", headers=HTMX)
-    memory_delete(user=user, key="breakfast", actor="user")
+    memory = make_memory(user, "breakfast", summary="Oats")
+    client.get(f"/memories/{memory.pk}/edit", headers=HTMX)
+    memory_delete(user=user, memory_id=memory.pk, actor="user")
 
-    response = edit(client, "breakfast", summary="Eggs every morning", content="Since March")
+    response = edit(client, memory.pk, summary="Eggs every morning", content="Since March")
 
     html = response.content.decode()
     assert response.status_code == 200
@@ -174,9 +176,9 @@ def test_editing_a_memory_deleted_meanwhile_says_so_and_keeps_what_was_typed(cli
 
 
 def test_editing_a_memory_forgotten_meanwhile_says_so(client: Client, user: User, settings) -> None:
-    evict_oldest(user, settings)
+    event = evict_oldest(user, settings)
 
-    response = edit(client, "note-0", summary="Changed my mind")
+    response = edit(client, event.memory_id, summary="Changed my mind")
 
     assert response.status_code == 200
     assert "This memory is gone:" in response.content.decode()
@@ -186,25 +188,25 @@ def test_an_edit_of_a_memory_changed_meanwhile_keeps_the_typing_and_a_second_sav
     client: Client, user: User
 ) -> None:
     memory = make_memory(user, "breakfast", summary="Oats")
-    memory_edit_by_user(user=user, key="breakfast", draft=replace(MemoryDraft.of(memory), summary="Porridge"))
+    memory_edit_by_user(user=user, memory_id=memory.pk, draft=replace(MemoryDraft.of(memory), summary="Porridge"))
 
-    first = edit(client, "breakfast", summary="Eggs", version="1").content.decode()
+    first = edit(client, memory.pk, summary="Eggs", version="1").content.decode()
 
     assert "This memory changed while you were editing it" in first
     assert "Saved now: “Porridge”" in first
     assert input_value(first, "summary") == "Eggs"
     assert 'name="version" value="2"' in first
-    second = edit(client, "breakfast", summary="Eggs", version="2")
+    second = edit(client, memory.pk, summary="Eggs", version="2")
     assert "Eggs" in second.content.decode()
-    assert Memory.objects.get(user=user, key="breakfast").summary == "Eggs"
+    assert Memory.objects.get(pk=memory.pk).summary == "Eggs"
 
 
 def test_cancelling_an_edit_gives_the_row_back(client: Client, user: User) -> None:
-    make_memory(user, "breakfast", summary="Oats")
+    memory = make_memory(user, "breakfast", summary="Oats")
 
-    html = client.get("/memories/breakfast/", headers=HTMX).content.decode()
+    html = client.get(f"/memories/{memory.pk}/", headers=HTMX).content.decode()
 
-    assert html.lstrip().startswith('<article class="memory" id="memory-breakfast"')
+    assert html.lstrip().startswith(f'<article class="memory" id="memory-{memory.pk}"')
 
 
 # Add ------------------------------------------------------------------------------------
@@ -220,6 +222,7 @@ def test_always_remember_this_saves_a_protected_memory_of_the_users_own(client: 
     assert "I am vegetarian" in html and "Kept: you wrote it" in html
     memory = Memory.objects.get(user=user)
     assert (memory.source, memory.tier, memory.category) == ("user", "profile", "preference")
+    assert memory.key == "preference-1"
 
 
 def test_always_remember_this_can_plan_something_for_later(client: Client, user: User) -> None:
@@ -235,7 +238,8 @@ def test_always_remember_this_can_plan_something_for_later(client: Client, user:
 def test_without_htmx_an_added_memory_is_shown_on_the_page(client: Client, user: User) -> None:
     response = client.post("/memories/add", {"summary": "I am vegetarian", "tier": "profile", "category": "other"})
 
-    assert response.status_code == 302 and response.url == "/memories/#memory-i-am-vegetarian"
+    memory = Memory.objects.get(user=user)
+    assert response.status_code == 302 and response.url == f"/memories/#memory-{memory.pk}"
 
 
 @pytest.mark.parametrize(
@@ -269,41 +273,41 @@ def test_an_invalid_addition_without_htmx_shows_the_page_with_the_form_open(clie
 
 
 def test_deleting_asks_first(client: Client, user: User) -> None:
-    make_memory(user, "breakfast", summary="Oats")
+    memory = make_memory(user, "breakfast", summary="Oats")
 
-    html = client.get("/memories/breakfast/delete", headers=HTMX).content.decode()
+    html = client.get(f"/memories/{memory.pk}/delete", headers=HTMX).content.decode()
 
     assert "Delete this memory for good?" in html and "Oats" in html
-    assert Memory.objects.filter(user=user, key="breakfast").exists()
+    assert Memory.objects.filter(pk=memory.pk).exists()
 
 
 def test_deleting_removes_the_memory_its_embedding_and_its_text_in_the_history(client: Client, user: User) -> None:
     memory = make_memory(user, "breakfast", summary="Oats")
-    memory_edit_by_user(user=user, key="breakfast", draft=replace(MemoryDraft.of(memory), summary="Eggs"))
+    memory_edit_by_user(user=user, memory_id=memory.pk, draft=replace(MemoryDraft.of(memory), summary="Eggs"))
 
-    response = client.post("/memories/breakfast/delete", headers=HTMX)
+    response = client.post(f"/memories/{memory.pk}/delete", headers=HTMX)
 
     assert response.status_code == 200 and response.content == b""
-    assert not Memory.objects.filter(user=user, key="breakfast").exists()
+    assert not Memory.objects.filter(pk=memory.pk).exists()
     assert not Memory.objects.filter(user=user, embedding__isnull=False).exists()
-    events = list(MemoryEvent.objects.filter(user=user, key="breakfast"))
+    events = list(MemoryEvent.objects.filter(user=user, memory_id=memory.pk))
     assert [e.action for e in events] == ["updated", "deleted"]
-    assert all(e.before is None and e.after is None for e in events)
-    history = client.get("/memories/breakfast/history", headers=HTMX).content.decode()
+    assert all(e.before is None and e.after is None and e.key is None and e.reason == "" for e in events)
+    history = client.get(f"/memories/{memory.pk}/history", headers=HTMX).content.decode()
     assert "Text erased at your request." in history and "Oats" not in history and "Eggs" not in history
 
 
 def test_deleting_twice_is_done_all_the_same(client: Client, user: User) -> None:
-    make_memory(user, "breakfast")
-    client.post("/memories/breakfast/delete", headers=HTMX)
+    memory = make_memory(user, "breakfast")
+    client.post(f"/memories/{memory.pk}/delete", headers=HTMX)
 
-    assert client.post("/memories/breakfast/delete", headers=HTMX).status_code == 200
+    assert client.post(f"/memories/{memory.pk}/delete", headers=HTMX).status_code == 200
 
 
 def test_deleting_without_htmx_goes_back_to_the_page_with_a_message(client: Client, user: User) -> None:
-    make_memory(user, "breakfast")
+    memory = make_memory(user, "breakfast")
 
-    response = client.post("/memories/breakfast/delete", follow=True)
+    response = client.post(f"/memories/{memory.pk}/delete", follow=True)
 
     assert response.redirect_chain == [("/memories/", 302)]
     assert "Deleted." in response.content.decode()
@@ -324,15 +328,17 @@ def test_confirming_applies_exactly_what_was_shown(client: Client, user: User) -
     response = client.post(f"/memories/proposals/{proposal.pk}/confirm", headers=HTMX)
 
     html = response.content.decode()
-    assert 'id="memory-peanuts" hx-swap-oob="true"' in html and "Allergic to all nuts" in html
+    assert f'id="memory-{memory.pk}" hx-swap-oob="true"' in html and "Allergic to all nuts" in html
     memory.refresh_from_db()
-    assert memory.summary == "Allergic to all nuts" and memory.source == "manual"
+    assert memory.summary == "Allergic to all nuts" and memory.source == "manual" and memory.key == "allergy-1"
 
 
 def test_confirming_a_change_to_a_memory_edited_since_fails_with_a_message(client: Client, user: User) -> None:
     memory = make_memory(user, "peanuts", source="user", category="allergy", summary="Allergic to peanuts")
     proposal = propose(user, memory, summary="Allergic to all nuts")
-    memory_edit_by_user(user=user, key="peanuts", draft=replace(MemoryDraft.of(memory), summary="Peanuts and sesame"))
+    memory_edit_by_user(
+        user=user, memory_id=memory.pk, draft=replace(MemoryDraft.of(memory), summary="Peanuts and sesame")
+    )
 
     html = client.post(f"/memories/proposals/{proposal.pk}/confirm", headers=HTMX).content.decode()
 
@@ -346,7 +352,7 @@ def test_confirming_a_deletion_removes_the_memory_from_the_page(client: Client, 
 
     html = client.post(f"/memories/proposals/{proposal.pk}/confirm", headers=HTMX).content.decode()
 
-    assert '<article id="memory-peanuts" hx-swap-oob="delete"></article>' in html
+    assert f'<article id="memory-{memory.pk}" hx-swap-oob="delete"></article>' in html
     assert not Memory.objects.filter(pk=memory.pk).exists()
 
 
@@ -362,11 +368,17 @@ def test_rejecting_leaves_the_memory_as_it_is(client: Client, user: User) -> Non
 
 
 def test_a_decided_proposal_cannot_be_confirmed(client: Client, user: User) -> None:
-    memory = make_memory(user, "peanuts", source="user", category="allergy")
+    memory = make_memory(user, "peanuts", source="user", category="allergy", summary="Allergic to peanuts")
     proposal = propose(user, memory, summary="No allergies")
     client.post(f"/memories/proposals/{proposal.pk}/reject", headers=HTMX)
 
-    assert client.post(f"/memories/proposals/{proposal.pk}/confirm", headers=HTMX).status_code == 404
+    response = client.post(f"/memories/proposals/{proposal.pk}/confirm", headers=HTMX)
+
+    # Answered already (another tab, a double click): a conflict that says so, nothing changed.
+    assert response.status_code == 409
+    assert "This suggestion was answered already" in response.content.decode()
+    assert Memory.objects.get(pk=memory.pk).summary == "Allergic to peanuts"
+    assert MemoryProposal.objects.get(pk=proposal.pk).status == "rejected"
 
 
 # Restore and keep -----------------------------------------------------------------------
@@ -379,8 +391,9 @@ def test_a_restored_memory_is_protected_and_back_in_the_context(client: Client, 
 
     html = response.content.decode()
     assert '<div hx-swap-oob="afterbegin:#tier-episodic-list">' in html and "note number 0" in html
-    memory = Memory.objects.get(user=user, key="note-0")
-    assert memory.source == "manual" and memory.is_protected
+    memory = Memory.objects.get(user=user, pk=event.memory_id)
+    # Back under its old id, as the person's own: renamed by its category and a number.
+    assert memory.source == "manual" and memory.is_protected and memory.key == "habit-1"
     assert "note number 0" in assemble_memory_context(user=user, now=timezone.now()).text
     assert "note number 0" not in client.get("/memories/").content.decode().split('id="forgotten"', 1)[1]
 
@@ -388,24 +401,30 @@ def test_a_restored_memory_is_protected_and_back_in_the_context(client: Client, 
 def test_restoring_a_key_that_exists_again_says_why_not(client: Client, user: User, settings) -> None:
     event = evict_oldest(user, settings)
     settings.MEMORY_MAX_STORED = 60
-    # Saved again after the eviction: the selector no longer lists it, so the view 404s; the
-    # service's own refusal is what a race between the two would meet.
+    # Saved again after the eviction, as another memory (another id): the forgotten one is
+    # still listed, and restoring it is refused with the reason, next to it.
     make_memory(user, "note-0", summary="A new note-0")
 
-    assert client.post(f"/memories/forgotten/{event.pk}/restore", headers=HTMX).status_code == 404
-    assert Memory.objects.get(user=user, key="note-0").summary == "A new note-0"
+    response = client.post(f"/memories/forgotten/{event.pk}/restore", headers=HTMX)
+
+    html = response.content.decode()
+    assert response.status_code == 200 and html.lstrip().startswith(f'<li class="forgotten" id="forgotten-{event.pk}"')
+    assert 'role="alert"' in html and "again; edit that one instead of restoring this." in html
+    assert memory_named(user, "note-0").summary == "A new note-0"
+    assert not Memory.objects.filter(pk=event.memory_id).exists()
 
 
 def test_keeping_protects_a_memory_next_to_be_forgotten(client: Client, user: User) -> None:
-    make_memories(user, 3)
+    oldest = make_memories(user, 3)[0]
 
-    response = client.post("/memories/note-0/keep", headers=HTMX)
+    response = client.post(f"/memories/{oldest.pk}/keep", headers=HTMX)
 
     html = response.content.decode()
     assert html.lstrip().startswith('<section class="card" id="next-to-forget"')
-    assert 'action="/memories/note-0/keep"' not in html
-    assert 'id="memory-note-0" hx-swap-oob="true"' in html and "Kept: you wrote it" in html
-    assert Memory.objects.get(user=user, key="note-0").source == "manual"
+    assert f'action="/memories/{oldest.pk}/keep"' not in html
+    assert f'id="memory-{oldest.pk}" hx-swap-oob="true"' in html and "Kept: you wrote it" in html
+    oldest.refresh_from_db()
+    assert oldest.source == "manual" and oldest.key == "habit-1"
 
 
 # History and what the coach sees ---------------------------------------------------------
@@ -413,18 +432,18 @@ def test_keeping_protects_a_memory_next_to_be_forgotten(client: Client, user: Us
 
 def test_the_history_tells_each_change_in_words(client: Client, user: User) -> None:
     memory = make_memory(user, "breakfast", summary="Oats")
-    memory_edit_by_user(user=user, key="breakfast", draft=replace(MemoryDraft.of(memory), summary="Eggs"))
+    memory_edit_by_user(user=user, memory_id=memory.pk, draft=replace(MemoryDraft.of(memory), summary="Eggs"))
 
-    html = client.get("/memories/breakfast/history", headers=HTMX).content.decode()
+    html = client.get(f"/memories/{memory.pk}/history", headers=HTMX).content.decode()
 
     assert "You changed it" in html
     assert re.search(r"Was</span> Oats.*Became</span> Eggs", html, re.S)
 
 
 def test_the_history_page_of_a_forgotten_memory_still_opens(client: Client, user: User, settings) -> None:
-    evict_oldest(user, settings)
+    event = evict_oldest(user, settings)
 
-    html = client.get("/memories/note-0/").content.decode()
+    html = client.get(f"/memories/{event.memory_id}/").content.decode()
 
     assert "A memory no longer kept" in html and "Forgotten to make room" in html
 
@@ -436,19 +455,20 @@ def test_what_the_coach_sees_shows_the_text_and_what_was_left_out(client: Client
 
     html = client.get("/memories/context", headers=HTMX).content.decode()
 
-    assert "Bad left shoulder" in html
+    sent = html.split('<pre class="context-text">', 1)[1]
+    assert "Bad left shoulder" in sent
     assert "Left out this time" in html
-    assert re.search(r'<tr class="dropped"><td>One line in the index</td><td>note-\d+</td>', html)
-    assert "MEMORIES" in html
+    assert re.search(r'<tr class="dropped"><td>habit</td><td>note number \d+</td><td>Left out</td>', html)
+    assert "MEMORIES" in sent
 
 
 def test_without_htmx_an_edit_of_a_memory_gone_meanwhile_is_a_page_that_keeps_the_text(
     client: Client, user: User
 ) -> None:
-    make_memory(user, "breakfast")
-    memory_delete(user=user, key="breakfast", actor="user")
+    memory = make_memory(user, "breakfast")
+    memory_delete(user=user, memory_id=memory.pk, actor="user")
 
-    response = client.post("/memories/breakfast/edit", {"summary": "Eggs", "tier": "episodic", "category": "habit"})
+    response = client.post(f"/memories/{memory.pk}/edit", {"summary": "Eggs", "tier": "episodic", "category": "habit"})
 
     html = response.content.decode()
     assert response.status_code == 200 and "<html" in html

@@ -13,7 +13,7 @@ from django.utils import timezone
 from accounts.models import User
 from emails.models import Email
 from memory.drafts import MemoryDraft
-from memory.models import MemoryEvent
+from memory.models import Memory, MemoryEvent
 from memory.proposals import proposal_make
 from tests.memory.factories import make_memories, make_memory
 
@@ -40,9 +40,9 @@ def section(html: str, element_id: str) -> str:
     return match.group(0)
 
 
-def row(html: str, key: str) -> str:
-    match = re.search(rf'<article [^>]*id="memory-{key}".*?</article>', html, re.S)
-    assert match, key
+def row(html: str, memory: Memory) -> str:
+    match = re.search(rf'<article [^>]*id="memory-{memory.pk}".*?</article>', html, re.S)
+    assert match, memory.key
     return match.group(0)
 
 
@@ -63,6 +63,7 @@ def forget(user: User, key: str, summary: str) -> MemoryEvent:
     memory = make_memory(user, key, summary=summary)
     event = MemoryEvent.objects.create(
         user=user,
+        memory_id=memory.pk,
         key=key,
         actor="system",
         action="evicted",
@@ -76,44 +77,44 @@ def forget(user: User, key: str, summary: str) -> MemoryEvent:
 def test_memories_are_grouped_by_tier(client: Client, user: User) -> None:
     make_memory(user, "photographer", tier="profile", category="background", summary="A photographer")
     make_memory(user, "stuck", tier="episodic", summary="Stuck on chapter three")
-    make_memory(user, "talk", tier="prospective", category="project", due_at=timezone.now() + timedelta(days=40))
+    talk = make_memory(user, "talk", tier="prospective", category="project", due_at=timezone.now() + timedelta(days=40))
 
     html = page(client)
 
     assert "A photographer" in section(html, "tier-profile")
     assert "Stuck on chapter three" in section(html, "tier-episodic")
-    assert 'id="memory-talk"' in section(html, "tier-prospective")
+    assert f'id="memory-{talk.pk}"' in section(html, "tier-prospective")
     assert 'id="tier-communication"' in html
 
 
 def test_each_memory_says_who_wrote_it_in_plain_words(client: Client, user: User) -> None:
-    make_memory(user, "typed", source="user")
-    make_memory(user, "onboarded", source="onboarding")
-    make_memory(user, "edited", source="manual")
-    make_memory(user, "noted", source="coach")
+    typed = make_memory(user, "typed", source="user")
+    onboarded = make_memory(user, "onboarded", source="onboarding")
+    edited = make_memory(user, "edited", source="manual")
+    noted = make_memory(user, "noted", source="coach")
 
     html = page(client)
 
-    assert "Written by you" in row(html, "typed")
-    assert "From your onboarding" in row(html, "onboarded")
-    assert "You edited it" in row(html, "edited")
-    assert "Your coach wrote this" in row(html, "noted")
+    assert "Written by you" in row(html, typed)
+    assert "From your onboarding" in row(html, onboarded)
+    assert "You edited it" in row(html, edited)
+    assert "Your coach wrote this" in row(html, noted)
 
 
 def test_a_protected_memory_shows_why_it_is_kept(client: Client, user: User) -> None:
-    make_memory(user, "typed", source="user")
-    make_memory(user, "shoulder", source="coach", category="injury", summary="Bad left shoulder")
-    make_memory(user, "oats", source="coach")
+    typed = make_memory(user, "typed", source="user")
+    shoulder = make_memory(user, "shoulder", source="coach", category="injury", summary="Bad left shoulder")
+    oats = make_memory(user, "oats", source="coach")
 
     html = page(client)
 
-    assert "Kept: you wrote it" in row(html, "typed")
-    assert "Kept: it is about your injury" in row(html, "shoulder")
-    assert "Kept:" not in row(html, "oats")
+    assert "Kept: you wrote it" in row(html, typed)
+    assert "Kept: it is about your injury" in row(html, shoulder)
+    assert "Kept:" not in row(html, oats)
 
 
 def test_each_memory_shows_its_text_category_and_dates(client: Client, user: User) -> None:
-    make_memory(
+    breakfast = make_memory(
         user,
         "breakfast",
         category="habit",
@@ -122,7 +123,7 @@ def test_each_memory_shows_its_text_category_and_dates(client: Client, user: Use
         updated_at=timezone.now() - timedelta(days=3),
     )
 
-    html = row(page(client), "breakfast")
+    html = row(page(client), breakfast)
 
     assert "Oats every morning" in html and "with honey" in html
     assert "Habit" in html
@@ -131,9 +132,9 @@ def test_each_memory_shows_its_text_category_and_dates(client: Client, user: Use
 
 def test_a_prospective_memory_shows_its_due_date_and_status(client: Client, user: User) -> None:
     due = timezone.now() + timedelta(days=40)
-    make_memory(user, "talk", tier="prospective", category="project", due_at=due, status="raised")
+    talk = make_memory(user, "talk", tier="prospective", category="project", due_at=due, status="raised")
 
-    html = row(page(client), "talk")
+    html = row(page(client), talk)
 
     assert f"Due {due:%-d %b %Y}" in html
     assert "Raised" in html
@@ -286,13 +287,13 @@ def test_recently_forgotten_memories_show_their_reason_and_a_restore_button(clie
 
 
 def test_next_to_be_forgotten_lists_the_oldest_unprotected_notes_first(client: Client, user: User) -> None:
-    make_memories(user, 7)
+    notes = make_memories(user, 7)
     make_memory(user, "typed", source="user", updated_at=timezone.now() - timedelta(days=365))
 
     html = section(page(client), "next-to-forget")
 
-    listed = re.findall(r'action="/memories/([\w-]+)/keep"', html)
-    assert listed == ["note-0", "note-1", "note-2", "note-3", "note-4"]
+    listed = re.findall(r'action="/memories/(\d+)/keep"', html)
+    assert listed == [str(note.pk) for note in notes[:5]]
     assert "room for 52 more" in html
 
 

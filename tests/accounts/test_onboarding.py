@@ -36,28 +36,32 @@ def test_each_answer_becomes_a_protected_profile_memory(
     response = client.post("/welcome/", ANSWERS | {"time_zone": "Europe/Helsinki"})
 
     assert response.status_code == 302 and response.url == "/"
+    # What the person wrote is named by its category and a number, never by the question.
     memories = {m.key: m for m in Memory.objects.filter(user=newcomer)}
-    assert set(memories) == set(ANSWERS)
+    assert set(memories) == {"background-1", "goal-1", "injury-1", "schedule-1", "feedback-1"}
+    assert len(memories) == len(ANSWERS)
     assert all(m.source == "onboarding" and m.tier == "profile" and m.is_protected for m in memories.values())
-    assert memories["health"].category == "injury"
-    assert memories["health"].content == "Bad left shoulder, no overhead pressing"
-    assert memories["health"].summary == "Health: Bad left shoulder, no overhead pressing"
+    assert memories["injury-1"].category == "injury"
+    assert memories["injury-1"].content == "Bad left shoulder, no overhead pressing"
+    assert memories["injury-1"].summary == "Health: Bad left shoulder, no overhead pressing"
     assert len(model_server.embedding_requests()) == 1
     newcomer.refresh_from_db()
     assert newcomer.onboarded_at is not None
-    assert EmailPreference.objects.get(user=newcomer).time_zone == "Europe/Helsinki"
+    # The detected time zone is the person's own, on their account.
+    assert newcomer.time_zone == "Europe/Helsinki"
 
 
 def test_blank_answers_are_not_remembered(client: Client, newcomer: User) -> None:
     client.post("/welcome/", {"goals": "Run a 10k", "health": "  "})
 
-    assert list(Memory.objects.filter(user=newcomer).values_list("key", flat=True)) == ["goals"]
+    assert [(m.key, m.content) for m in Memory.objects.filter(user=newcomer)] == [("goal-1", "Run a 10k")]
 
 
 def test_an_allergy_is_filed_as_an_allergy(client: Client, newcomer: User) -> None:
     client.post("/welcome/", {"health": "Allergic to peanuts"})
 
-    assert Memory.objects.get(user=newcomer, key="health").category == "allergy"
+    memory = Memory.objects.get(user=newcomer)
+    assert (memory.key, memory.category, memory.content) == ("allergy-1", "allergy", "Allergic to peanuts")
 
 
 def test_skipping_lets_the_person_straight_into_the_chat(client: Client, newcomer: User) -> None:
@@ -69,8 +73,12 @@ def test_skipping_lets_the_person_straight_into_the_chat(client: Client, newcome
 
 
 def test_an_unknown_time_zone_is_ignored(client: Client, newcomer: User) -> None:
+    before = newcomer.time_zone
     client.post("/welcome/", {"goals": "Run", "time_zone": "Mars/Olympus"})
 
+    newcomer.refresh_from_db()
+    assert newcomer.time_zone == before == "UTC"
+    assert newcomer.onboarded_at is not None
     assert not EmailPreference.objects.filter(user=newcomer).exists()
 
 

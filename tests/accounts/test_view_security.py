@@ -25,7 +25,7 @@ HTMX = {"HX-Request": "true"}
 
 @dataclass(frozen=True)
 class Ids:
-    key: str
+    memory: int
     proposal: int
     forgotten: int
 
@@ -67,14 +67,14 @@ ENDPOINTS = [
         partial_marker='id="add-form"',
     ),
     Endpoint("context", "get", lambda ids: "/memories/context", partial_marker='class="context-report"'),
-    Endpoint("detail", "get", lambda ids: f"/memories/{ids.key}/", partial_marker='class="memory', by_id=True),
+    Endpoint("detail", "get", lambda ids: f"/memories/{ids.memory}/", partial_marker='class="memory', by_id=True),
     Endpoint(
-        "history", "get", lambda ids: f"/memories/{ids.key}/history", partial_marker='class="history"', by_id=True
+        "history", "get", lambda ids: f"/memories/{ids.memory}/history", partial_marker='class="history"', by_id=True
     ),
     Endpoint(
         "edit form",
         "get",
-        lambda ids: f"/memories/{ids.key}/edit",
+        lambda ids: f"/memories/{ids.memory}/edit",
         partial_marker="memory editing",
         by_id=True,
         wrong_method="put",
@@ -82,7 +82,7 @@ ENDPOINTS = [
     Endpoint(
         "edit",
         "post",
-        lambda ids: f"/memories/{ids.key}/edit",
+        lambda ids: f"/memories/{ids.memory}/edit",
         EDIT,
         partial_marker="Eggs now",
         by_id=True,
@@ -91,15 +91,22 @@ ENDPOINTS = [
     Endpoint(
         "delete form",
         "get",
-        lambda ids: f"/memories/{ids.key}/delete",
+        lambda ids: f"/memories/{ids.memory}/delete",
         partial_marker="Delete for good",
         by_id=True,
         wrong_method="put",
     ),
     Endpoint(
-        "delete", "post", lambda ids: f"/memories/{ids.key}/delete", empty_partial=True, by_id=True, wrong_method="put"
+        "delete",
+        "post",
+        lambda ids: f"/memories/{ids.memory}/delete",
+        empty_partial=True,
+        by_id=True,
+        wrong_method="put",
     ),
-    Endpoint("keep", "post", lambda ids: f"/memories/{ids.key}/keep", partial_marker='id="next-to-forget"', by_id=True),
+    Endpoint(
+        "keep", "post", lambda ids: f"/memories/{ids.memory}/keep", partial_marker='id="next-to-forget"', by_id=True
+    ),
     Endpoint(
         "restore",
         "post",
@@ -157,10 +164,16 @@ def owned_by(user: User, suffix: str) -> Ids:
     )
     gone = make_memory(user, f"rain-{suffix}", summary="Runs in the rain")
     event = MemoryEvent.objects.create(
-        user=user, key=gone.key, actor="system", action="evicted", reason="room", before=gone.snapshot()
+        user=user,
+        memory_id=gone.pk,
+        key=gone.key,
+        actor="system",
+        action="evicted",
+        reason="room",
+        before=gone.snapshot(),
     )
     gone.delete()
-    return Ids(key=memory.key, proposal=proposal.pk, forgotten=event.pk)
+    return Ids(memory=memory.pk, proposal=proposal.pk, forgotten=event.pk)
 
 
 @pytest.fixture

@@ -372,11 +372,12 @@ def test_a_save_refused_as_a_duplicate_is_merged_with_update_memory_once(client:
     [call] = merge.tool_calls
     assert call.function.name == "update_memory"
     arguments = json.loads(call.function.arguments)
-    assert set(arguments) == {"key", "summary", "content", "tier", "category", "due_at", "status", "reason"}
+    # Strict schemas require every property: `clear` too, null when nothing is emptied.
+    assert set(arguments) == {"key", "summary", "content", "tier", "category", "due_at", "status", "clear", "reason"}
     assert arguments["key"] == "left-shoulder"
     assert arguments["summary"] == refused["summary"]
     assert refused["content"] in arguments["content"]
-    assert (arguments["tier"], arguments["category"], arguments["status"]) == (None, None, None)
+    assert (arguments["tier"], arguments["category"], arguments["status"], arguments["clear"]) == (None,) * 4
 
     merged_again = {"ok": False, "duplicates": [{"key": "left-shoulder"}]}
     answer = ask(client, *conversation, *tool_round("update_memory", arguments, merged_again, call_id="call_2"))

@@ -16,6 +16,7 @@ PRODUCTION = {
     "DJANGO_DEBUG": "false",
     "DJANGO_SECRET_KEY": "p" * 20 + "-a-long-random-production-secret-" + "q" * 20,
     "FIELD_ENCRYPTION_KEYS": Fernet.generate_key().decode(),
+    "FIELD_LOOKUP_KEY": "a-lookup-key-for-the-settings-tests-" + "w" * 20,
     "ALLOWED_HOSTS": "coach.example.com",
     "SITE_URL": "https://coach.example.com",
     "EMAIL_HOST": "smtp.example.com",
@@ -40,7 +41,7 @@ def test_production_settings_pass_the_deployment_checks() -> None:
     assert "no issues" in result.stdout
 
 
-@pytest.mark.parametrize("secret", ["DJANGO_SECRET_KEY", "FIELD_ENCRYPTION_KEYS"])
+@pytest.mark.parametrize("secret", ["DJANGO_SECRET_KEY", "FIELD_ENCRYPTION_KEYS", "FIELD_LOOKUP_KEY"])
 def test_production_refuses_to_start_without_a_secret(secret: str) -> None:
     result = run_django(["manage.py", "check"], **{secret: None})
 

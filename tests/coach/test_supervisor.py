@@ -93,11 +93,13 @@ def test_run_starts_everything_stops_everything_and_keeps_the_data(tmp_path: Pat
         started = read_until(first, "the app is running at")
         assert get_json(f"http://127.0.0.1:{port}/healthz") == (200, {"status": "ok"})
         assert "development secrets" in "".join(started)
-        assert "DJANGO_SECRET_KEY=" in (tmp_path / ".env").read_text()
+        written = (tmp_path / ".env").read_text()
+        assert "DJANGO_SECRET_KEY=" in written and "FIELD_LOOKUP_KEY=" in written
         with local_database(tmp_path) as connection:
             connection.execute(
-                "INSERT INTO accounts_user (password, email, name, is_staff, is_active, is_superuser, date_joined)"
-                " VALUES ('!', 'kept@example.com', '', false, true, false, now())"
+                "INSERT INTO accounts_user"
+                " (password, email, name, is_staff, is_active, is_superuser, date_joined, time_zone)"
+                " VALUES ('!', 'kept@example.com', '', false, true, false, now(), 'UTC')"
             )
         children = child_pids(first.pid)
         assert len(children) >= 4, "web, worker, beat and the offline coach"
@@ -107,11 +109,16 @@ def test_run_starts_everything_stops_everything_and_keeps_the_data(tmp_path: Pat
 
     assert first.returncode == 0
     assert not any(alive(pid) for pid in children)
+    # A .env written by an older version lacks the newer secrets: they are added to it.
+    older = "".join(line for line in written.splitlines(keepends=True) if not line.startswith("FIELD_LOOKUP_KEY="))
+    (tmp_path / ".env").write_text(older)
 
     second = supervisor(tmp_path, port)
     try:
         lines = read_until(second, "the app is running at")
         assert "development secrets" not in "".join(lines)
+        upgraded = (tmp_path / ".env").read_text()
+        assert upgraded.startswith(older) and upgraded.count("FIELD_LOOKUP_KEY=") == 1
         with local_database(tmp_path) as connection:
             kept = connection.execute("SELECT email FROM accounts_user").fetchall()
         assert kept == [("kept@example.com",)]

@@ -17,7 +17,7 @@ from memory.models import Memory, MemoryEvent
 from offline_coach import ModelServer
 from tests.coach.factories import make_session
 from tests.coach.sse import events, session_cookie
-from tests.memory.factories import make_memory
+from tests.memory.factories import make_memory, memory_named
 from tests.memory.test_tools import unit
 
 SHOULDER_SAVE = {
@@ -94,7 +94,7 @@ def test_the_system_prompt_carries_the_instructions_today_and_the_memories(
     assert prompt.startswith("# Coach\n")
     assert "\nToday: " in prompt
     assert '"summary": "Bad left shoulder"' in prompt
-    assert "Relationship stage: new (1 memories kept)" in prompt
+    assert "Relationship stage: new (1 memories learned in conversation)" in prompt
 
 
 def test_the_history_goes_along_with_the_latest_message_last(
@@ -118,11 +118,14 @@ def test_tool_calls_are_applied_in_order_and_their_results_sent_back_invisibly(
 
     received = stream(live_app, person, message)
 
-    memory = Memory.objects.get(user=user, key="left-shoulder")
+    # An injury is kept under a neutral key, which the tool result tells the model.
+    memory = memory_named(user, "injury-1")
     assert (memory.source, memory.session_id, memory.message_id) == ("coach", message.session_id, message.pk)
+    assert not Memory.objects.keyed(user.pk, "left-shoulder").exists()
     second = model_server.chat_requests()[1]["messages"]
     assert second[-2]["tool_calls"][0]["function"]["name"] == "save_memory"
-    assert json.loads(second[-1]["content"])["status"] == "saved"
+    result = json.loads(second[-1]["content"])
+    assert (result["status"], result["key"]) == ("saved", "injury-1")
     assert words_of(received) == "Thanks for telling me. We'll work around it."
     assert "save" not in words_of(received).lower() and "{" not in words_of(received)
 
@@ -151,13 +154,15 @@ def test_two_parallel_saves_about_one_event_leave_one_memory_and_a_merge(
     received = stream(live_app, person, ask(session_start(user=user), "The reading at Rönnells went so well!"))
 
     assert received[-1][0] == "done"
-    assert list(Memory.objects.filter(user=user).values_list("key", flat=True)) == ["reading"]
+    assert [m.key for m in Memory.objects.filter(user=user)] == ["reading"]
     results = [json.loads(m["content"]) for m in model_server.chat_requests()[1]["messages"] if m["role"] == "tool"]
     assert [r["status"] for r in results] == ["saved", "not_saved"]
     assert results[1]["duplicates"][0]["key"] == "reading"
     third_round_calls = model_server.chat_requests()[2]["messages"][-2]["tool_calls"]
     assert [c["function"]["name"] for c in third_round_calls] == ["update_memory"]
-    assert MemoryEvent.objects.filter(user=user, key="reading", action="merged").exists()
+    reading = memory_named(user, "reading")
+    assert MemoryEvent.objects.filter(user=user, memory_id=reading.pk, action="merged").exists()
+    assert "Felt confident at the reading" in reading.content
 
 
 def test_a_save_claiming_to_be_the_persons_own_is_refused_by_the_schema(

@@ -82,7 +82,9 @@ def test_the_emails_give_way_when_the_budget_is_spent(user: User) -> None:
     context = chat_context(user, budget_tokens=10)
 
     assert email_lines(context.text) == []
-    assert [(item.section, item.label) for item in context.dropped] == [("emails", "Looking ahead")]
+    assert [(item.kind, item.topic, item.label, item.form) for item in context.dropped] == [
+        ("email", "emails", "Looking ahead", "left out")
+    ]
 
 
 def test_another_persons_emails_never_show(user: User, other_user: User) -> None:

@@ -20,7 +20,6 @@ CHOICES = {
     "session_summaries": True,
     "quiet_start": time(22, 0),
     "quiet_end": time(7, 30),
-    "time_zone": "Europe/Helsinki",
 }
 
 
@@ -30,7 +29,8 @@ def test_preferences_are_made_on_first_save_and_changed_after(user: User) -> Non
 
     preference = EmailPreference.objects.get(user=user)
     assert (preference.frequency, preference.quiet_end) == ("weekly", time(7, 30))
-    assert preference.time_zone == "Europe/Helsinki"
+    assert (preference.session_summaries, preference.quiet_start) == (True, time(22, 0))
+    assert EmailPreference.objects.filter(user=user).count() == 1
 
 
 def test_saving_preferences_does_not_undo_an_unsubscribe(user: User) -> None:
@@ -46,8 +46,11 @@ def test_the_account_page_saves_through_the_emails_service(client: Client, user:
 
     response = client.post(
         "/account/email-preferences",
-        {**CHOICES, "quiet_start": "22:00", "quiet_end": "07:30"},
+        {**CHOICES, "quiet_start": "22:00", "quiet_end": "07:30", "time_zone": "Europe/Helsinki"},
     )
 
     assert response.status_code == 302
     assert EmailPreference.objects.get(user=user).frequency == "twice_weekly"
+    # The time zone on the form is the person's own, saved on their account.
+    user.refresh_from_db()
+    assert user.time_zone == "Europe/Helsinki"

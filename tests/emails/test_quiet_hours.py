@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from accounts.models import User
-from emails.models import Email, EmailPreference
+from emails.models import Email
 from emails.sending import SendOutcome, email_send
 from tests.emails.clocks import around_a_clock_change, in_quiet_hours, quiet_times
-from tests.emails.factories import make_email
+from tests.emails.factories import make_email, prefer
 
 pytestmark = pytest.mark.django_db
 
@@ -39,10 +39,7 @@ def test_the_send_task_never_sends_inside_quiet_hours(
     # One person throughout; each example changes their preferences and plans a fresh,
     # already drafted email (no model call), then runs the send at the drawn instant.
     zone, now = moment
-    EmailPreference.objects.update_or_create(
-        user=user,
-        defaults={"time_zone": zone, "quiet_start": start, "quiet_end": end, "session_summaries": True},
-    )
+    prefer(user, time_zone=zone, quiet_start=start, quiet_end=end, session_summaries=True)
     email = make_email(user, kind=kind, period_key=f"example-{next(_periods)}", subject="Hello", body="Hi Ada,\n\nHi.")
     mail.outbox.clear()
 

@@ -299,8 +299,8 @@ def test_a_sent_check_in_marks_its_intention_raised(user: User, model_server: Mo
 
     talk.refresh_from_db()
     assert talk.status == "raised" and talk.raised_at is not None
-    event = MemoryEvent.objects.get(key="talk", action="raised")
-    assert (event.actor, event.reason) == ("coach", "asked about it in a check-in email")
+    event = MemoryEvent.objects.get(memory_id=talk.pk, action="raised")
+    assert (event.actor, event.reason, event.key) == ("coach", "asked about it in a check-in email", "talk")
 
 
 def test_a_model_outage_while_drafting_is_retried_and_the_email_still_goes_out(

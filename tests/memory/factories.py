@@ -52,3 +52,8 @@ def make_memories(user: User, count: int, *, prefix: str = "note", start: dateti
         make_memory(user, f"{prefix}-{i}", summary=f"{prefix} number {i}", updated_at=start + timedelta(minutes=i))
         for i in range(count)
     ]
+
+
+def memory_named(user: User, key: str) -> Memory:
+    """The person's memory named `key` (keys are encrypted: found by their digest)."""
+    return Memory.objects.keyed(user.pk, key).get()

@@ -33,8 +33,8 @@ def test_the_relationship_stage_follows_the_memory_count(user: User, count: int,
     context = assemble_memory_context(user=user, now=timezone.now())
 
     assert relationship_stage(count) == stage
-    assert context.stage == stage
-    assert f"Relationship stage: {stage} ({count} memories kept)" in context.text
+    assert (context.stage, context.learned) == (stage, count)
+    assert f"Relationship stage: {stage} ({count} memories learned in conversation)" in context.text
 
 
 def test_all_three_stage_descriptions_are_always_there(user: User) -> None:
@@ -66,25 +66,52 @@ def test_the_block_nonce_is_fresh_for_every_request(user: User) -> None:
     assert len(nonces) == 3
 
 
-def test_protected_and_profile_memories_go_in_whole_even_over_budget(user: User) -> None:
-    make_memory(user, "left-shoulder", source="user", category="injury", content="Bad left shoulder. " * 40)
-    make_memory(user, "job", tier="profile", category="background", content="Nurse on night shifts")
+def test_protected_and_profile_memories_stay_in_when_the_budget_is_small(user: User, other_user: User) -> None:
+    now = timezone.now()
+    make_memory(
+        user,
+        "left-shoulder",
+        source="user",
+        category="injury",
+        summary="Bad left shoulder",
+        content="Bad left shoulder. " * 40,
+    )
+    make_memory(user, "job", tier="profile", category="background", summary="Nurse", content="Nurse on night shifts")
     make_memories(user, 30)
+    # What the block costs with no memory at all (the stage, the reading note, the markers).
+    fixed = assemble_memory_context(user=other_user, now=now).tokens
 
-    context = assemble_memory_context(user=user, now=timezone.now(), budget_tokens=50)
+    small = assemble_memory_context(user=user, now=now, budget_tokens=fixed + 60)
+    roomy = assemble_memory_context(user=user, now=now)
+
+    # Never over budget: the oldest session notes go first, each as a whole line.
+    assert small.tokens <= small.budget
+    assert small.dropped and {(item.topic, item.source) for item in small.dropped} == {("habit", "coach")}
+    assert {item.key for item in small.items if item.included} >= {"left-shoulder", "job"}
+    inside = block(small.text)
+    assert "Bad left shoulder" in inside and "Nurse" in inside
+    assert inside.startswith("# injury\n")
+    # With the room, both go in whole, the safety note first of all.
+    forms = {item.key: item.form for item in roomy.items}
+    assert forms["left-shoulder"] == forms["job"] == "whole"
+    inside = block(roomy.text)
+    assert "Bad left shoulder. " * 40 in inside and "Nurse on night shifts" in inside
+    assert inside.index("# injury") < inside.index("# background") < inside.index("# habit")
+
+
+def test_the_index_lists_other_memories_by_key_and_summary(user: User, other_user: User) -> None:
+    now = timezone.now()
+    oats = make_memory(user, "oats", summary="Breakfast is oats", content="Always oats, with berries")
+    fixed = assemble_memory_context(user=other_user, now=now).tokens
+
+    # Room for its line, not for its full text.
+    context = assemble_memory_context(user=user, now=now, budget_tokens=fixed + 20)
 
     inside = block(context.text)
-    assert "Bad left shoulder." in inside and "Nurse on night shifts" in inside
-    assert {item.label for item in context.items if item.included} >= {"left-shoulder", "job"}
-    assert {item.section for item in context.dropped} == {"index", "episodic"}
-
-
-def test_the_index_lists_other_memories_by_key_and_summary(user: User) -> None:
-    make_memory(user, "oats", summary="Breakfast is oats", content="Always oats, with berries")
-
-    inside = block(assemble_memory_context(user=user, now=timezone.now()).text)
-
-    assert '{"key": "oats", "summary": "Breakfast is oats"}' in inside
+    assert inside == f"# habit\n- oats ({oats.updated_at.date().isoformat()}): Breakfast is oats"
+    assert "Always oats, with berries" not in context.text
+    [item] = context.items
+    assert (item.key, item.form, item.memory_id) == ("oats", "one line", oats.pk)
 
 
 def test_what_does_not_fit_is_reported_in_order(user: User) -> None:
@@ -93,10 +120,10 @@ def test_what_does_not_fit_is_reported_in_order(user: User) -> None:
     context = assemble_memory_context(user=user, now=timezone.now(), budget_tokens=400)
 
     assert context.dropped
-    assert all(item.section in ("index", "episodic", "episode") for item in context.dropped)
-    assert context.tokens <= 400 + sum(
-        i.tokens for i in context.items if i.section in ("stage", "instructions", "block")
-    )
+    # The oldest notes are the ones left out, and what is left out costs nothing.
+    assert {item.label for item in context.dropped} == {f"note number {i}" for i in range(len(context.dropped))}
+    assert all(item.kind == "memory" and item.tokens == 0 for item in context.dropped)
+    assert context.tokens <= 400
 
 
 def test_a_due_intention_is_in_and_a_later_one_waits_in_the_index(user: User) -> None:
@@ -115,9 +142,13 @@ def test_a_due_intention_is_in_and_a_later_one_waits_in_the_index(user: User) ->
 
     context = assemble_memory_context(user=user, now=now)
 
-    prospective = [item.label for item in context.items if item.section == "prospective"]
-    assert prospective == ["talk-june"]
-    assert '{"key": "trip", "summary": "Trip in 90 days"}' in context.text
+    forms = {item.key: item.form for item in context.items}
+    assert forms == {"talk-june": "whole", "trip": "one line"}
+    inside = block(context.text)
+    talk = json.loads(next(line for line in inside.splitlines() if '"talk-june"' in line))
+    assert talk["bring_up"] == "now" and talk["due_at"] == (now + timedelta(days=20)).date().isoformat()
+    assert f"- trip ({now.date().isoformat()}): Trip in 90 days" in inside
+    assert "bring_up" not in next(line for line in inside.splitlines() if "trip" in line)
 
 
 def test_assembly_costs_the_same_queries_at_10_and_74_memories(

@@ -57,7 +57,9 @@ def test_text_cannot_be_looked_up_in_sql(user: User) -> None:
 def test_rotation_re_encrypts_everything_under_the_new_key(user: User, settings) -> None:
     old_key = settings.FIELD_ENCRYPTION_KEYS[0]
     memory = make_memory(user, "left-shoulder", summary="Bad left shoulder", content="No overhead pressing")
-    MemoryEvent.objects.create(user=user, memory=memory, key=memory.key, actor="user", action="created", after="{}")
+    MemoryEvent.objects.create(
+        user=user, memory_id=memory.pk, key=memory.key, actor="user", action="created", after="{}"
+    )
     new_key = Fernet.generate_key().decode()
     settings.FIELD_ENCRYPTION_KEYS = [new_key, old_key]
 
@@ -65,7 +67,10 @@ def test_rotation_re_encrypts_everything_under_the_new_key(user: User, settings)
 
     settings.FIELD_ENCRYPTION_KEYS = [new_key]
     assert Memory.objects.get(pk=memory.pk).content == "No overhead pressing"
-    assert MemoryEvent.objects.get(memory=memory).after == "{}"
+    # Keys are encrypted too, and still found by their digest.
+    assert Memory.objects.keyed(user.pk, "left-shoulder").get().pk == memory.pk
+    event = MemoryEvent.objects.get(memory_id=memory.pk)
+    assert (event.after, event.key) == ("{}", "left-shoulder")
 
 
 def test_rotation_stops_with_a_clear_error_when_an_old_key_is_missing(user: User, settings) -> None:

@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from accounts.models import User
-from memory.models import MemoryEvent
+from memory.models import Memory, MemoryEvent
 from memory.selectors import memory_history_for_user, recently_forgotten_for_user
 from memory.services import memory_restore
 from tests.memory.factories import make_memory
@@ -20,6 +20,7 @@ def forget(user: User, key: str, *, days_ago: float = 0) -> MemoryEvent:
     memory = make_memory(user, key, summary=f"About {key}")
     event = MemoryEvent.objects.create(
         user=user,
+        memory_id=memory.pk,
         key=key,
         actor="system",
         action="evicted",
@@ -56,24 +57,46 @@ def test_a_restored_memory_is_no_longer_listed(user: User) -> None:
     assert forgotten_keys(user) == []
 
 
-def test_a_key_stored_again_is_not_listed(user: User) -> None:
-    forget(user, "rain")
-    make_memory(user, "rain")
+def test_a_memory_stored_again_is_not_listed(user: User) -> None:
+    event = forget(user, "rain")
+    # Another memory under the same key is another memory: the forgotten one stays listed.
+    again = make_memory(user, "rain")
+    assert forgotten_keys(user) == ["rain"]
+
+    # The forgotten memory itself stored again, under its id: no longer listed.
+    Memory.objects.filter(pk=again.pk).update(id=event.memory_id)
 
     assert forgotten_keys(user) == []
 
 
-def test_a_key_evicted_twice_is_listed_once(user: User) -> None:
-    forget(user, "rain", days_ago=3)
-    MemoryEvent.objects.create(user=user, key="rain", actor="coach", action="created", created_at=timezone.now())
-    forget(user, "rain")
+def test_a_memory_evicted_twice_is_listed_once(user: User) -> None:
+    first = forget(user, "rain", days_ago=3)
+    MemoryEvent.objects.create(
+        user=user,
+        memory_id=first.memory_id,
+        key="rain",
+        actor="user",
+        action="restored",
+        after=first.before,
+        created_at=timezone.now() - timedelta(days=2),
+    )
+    again = MemoryEvent.objects.create(
+        user=user,
+        memory_id=first.memory_id,
+        key="rain",
+        actor="system",
+        action="evicted",
+        reason="room",
+        before=first.before,
+        created_at=timezone.now(),
+    )
 
-    assert forgotten_keys(user) == ["rain"]
+    assert [e.pk for e in recently_forgotten_for_user(user=user, now=timezone.now(), days=30)] == [again.pk]
 
 
 def test_an_eviction_whose_text_the_user_erased_is_not_listed(user: User) -> None:
-    forget(user, "rain")
-    MemoryEvent.objects.filter(user=user, key="rain").update(before=None)
+    event = forget(user, "rain")
+    MemoryEvent.objects.filter(user=user, memory_id=event.memory_id).update(before=None)
 
     assert forgotten_keys(user) == []
 
@@ -92,8 +115,9 @@ def test_recently_forgotten_is_one_query_however_many(user: User, django_assert_
         assert len(list(recently_forgotten_for_user(user=user, now=timezone.now(), days=30))) == 12
 
 
-def test_the_history_of_a_key_is_only_the_users_own(user: User, other_user: User) -> None:
-    forget(user, "rain")
-    forget(other_user, "rain")
+def test_the_history_of_a_memory_is_only_the_users_own(user: User, other_user: User) -> None:
+    mine = forget(user, "rain")
+    theirs = forget(other_user, "rain")
 
-    assert [e.user_id for e in memory_history_for_user(user=user, key="rain")] == [user.pk]
+    assert [e.user_id for e in memory_history_for_user(user=user, memory_id=mine.memory_id)] == [user.pk]
+    assert not memory_history_for_user(user=user, memory_id=theirs.memory_id).exists()

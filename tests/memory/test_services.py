@@ -14,13 +14,20 @@ from django.utils import timezone
 from accounts.models import User
 from infra.llm import Embedding
 from memory.context import assemble_memory_context
-from memory.drafts import MemoryDraft, MemoryInvalid, MemoryIsProtected, MemoryNotFound, ProposalOutdated
+from memory.drafts import (
+    MemoryDraft,
+    MemoryInvalid,
+    MemoryIsProtected,
+    MemoryNotFound,
+    ProposalDecided,
+    ProposalOutdated,
+)
 from memory.models import Memory, MemoryEvent, MemoryProposal
 from memory.proposals import proposal_confirm, proposal_make, proposal_reject
 from memory.services import memory_delete, memory_edit_by_user, memory_save
 from offline_coach import ModelServer, offline_embedding
 from tests.conftest import make_user
-from tests.memory.factories import make_memories, make_memory
+from tests.memory.factories import make_memories, make_memory, memory_named
 
 pytestmark = pytest.mark.django_db
 
@@ -70,31 +77,34 @@ def test_injury_typed_by_user_survives_200_coach_notes_about_oats(user: User) ->
                 "Bad left shoulder, no overhead pressing" in assemble_memory_context(user=user, now=timezone.now()).text
             )
 
-    assert Memory.objects.filter(user=user, key="left-shoulder").exists()
+    # What the person wrote is kept under a neutral key, never under the words it says.
+    assert memory_named(user, "injury-1").summary == "Bad left shoulder, no overhead pressing"
+    assert not Memory.objects.keyed(user.pk, "left-shoulder").exists()
     assert "Bad left shoulder, no overhead pressing" in assemble_memory_context(user=user, now=timezone.now()).text
-    assert not Memory.objects.filter(user=user, key="oats-0").exists()
-    assert Memory.objects.filter(user=user, key="oats-199").exists()
+    assert not Memory.objects.keyed(user.pk, "oats-0").exists()
+    assert Memory.objects.keyed(user.pk, "oats-199").exists()
 
 
 def test_saving_an_existing_key_updates_that_memory(user: User) -> None:
     coach_saves(user, "breakfast", "Oats")
     coach_saves(user, "breakfast", "Oats with berries")
 
-    memory = Memory.objects.get(user=user, key="breakfast")
+    memory = memory_named(user, "breakfast")
     assert memory.summary == "Oats with berries"
     assert memory.version == 2
-    actions = list(MemoryEvent.objects.filter(user=user, key="breakfast").values_list("action", flat=True))
+    assert Memory.objects.filter(user=user).count() == 1
+    actions = list(MemoryEvent.objects.filter(user=user, memory_id=memory.pk).values_list("action", flat=True))
     assert actions == ["created", "updated"]
 
 
 def test_each_eviction_is_an_event_with_its_reason_and_the_text_to_restore(user: User) -> None:
-    make_memories(user, 60)
+    oldest = make_memories(user, 60)[0]
 
     coach_saves(user, "one-more", "One more note")
 
     event = MemoryEvent.objects.get(user=user, action="evicted")
-    assert event.key == "note-0"
-    assert event.reason == "the oldest unprotected memory when more than 60 were stored"
+    assert (event.memory_id, event.key) == (oldest.pk, "note-0")
+    assert event.reason == "the oldest of the coach's session notes, when more than 60 memories were kept"
     assert event.before_fields()["summary"] == "note number 0"
     assert event.actor == "system"
 
@@ -105,7 +115,7 @@ def test_a_coach_save_cannot_rewrite_a_protected_memory(user: User) -> None:
     with pytest.raises(MemoryIsProtected):
         coach_saves(user, "allergy-nuts", "No allergies after all", category="other")
 
-    assert Memory.objects.get(user=user, key="allergy-nuts").summary == "Nut allergy"
+    assert memory_named(user, "allergy-nuts").summary == "Nut allergy"
 
 
 @pytest.mark.django_db(transaction=True)
@@ -133,58 +143,68 @@ def test_twenty_concurrent_saves_never_leave_the_user_above_the_ceiling(user: Us
 
 
 def test_a_user_edit_re_embeds_exactly_once_and_protects_the_memory(user: User, model_server: ModelServer) -> None:
-    make_memory(user, "breakfast", summary="Oats", content="Oats every day")
+    original = make_memory(user, "breakfast", summary="Oats", content="Oats every day")
     before = embedding_requests(model_server)
 
     memory = memory_edit_by_user(
-        user=user, key="breakfast", draft=draft("breakfast", summary="Eggs now, not oats", category="habit")
+        user=user, memory_id=original.pk, draft=draft("breakfast", summary="Eggs now, not oats", category="habit")
     )
 
     assert embedding_requests(model_server) == before + 1
     assert memory.source == "manual" and memory.is_protected
+    # Now the person's own: renamed by its category and a number.
+    assert memory.pk == original.pk and memory.key == "habit-1"
     stored = Memory.objects.get(pk=memory.pk)
     assert stored.embedding == pytest.approx(offline_embedding("Eggs now, not oats"), abs=1e-6)
-    event = MemoryEvent.objects.filter(user=user, key="breakfast").last()
-    assert (event.actor, event.action) == ("user", "updated")
+    event = MemoryEvent.objects.filter(user=user, memory_id=memory.pk).last()
+    assert (event.actor, event.action, event.key) == ("user", "updated", "habit-1")
     assert event.before_fields()["summary"] == "Oats" and event.after_fields()["summary"] == "Eggs now, not oats"
 
 
 def test_a_user_edit_that_keeps_the_text_makes_no_embedding_call(user: User, model_server: ModelServer) -> None:
-    make_memory(user, "breakfast", summary="Oats", content="Oats")
+    memory = make_memory(user, "breakfast", summary="Oats", content="Oats")
     before = embedding_requests(model_server)
 
-    memory_edit_by_user(user=user, key="breakfast", draft=draft("breakfast", summary="Oats", category="preference"))
+    memory_edit_by_user(user=user, memory_id=memory.pk, draft=draft("breakfast", summary="Oats", category="preference"))
 
     assert embedding_requests(model_server) == before
 
 
 def test_editing_a_memory_that_is_gone_says_so(user: User) -> None:
+    memory = make_memory(user, "breakfast")
+    memory.delete()
+
     with pytest.raises(MemoryNotFound, match="deleted or forgotten meanwhile"):
-        memory_edit_by_user(user=user, key="breakfast", draft=draft("breakfast"))
+        memory_edit_by_user(user=user, memory_id=memory.pk, draft=draft("breakfast"))
 
 
 def test_a_users_deletion_removes_the_embedding_and_blanks_the_history(user: User) -> None:
     coach_saves(user, "breakfast", "Oats every day")
     coach_saves(user, "breakfast", "Oats and eggs")
+    memory = memory_named(user, "breakfast")
 
-    memory_delete(user=user, key="breakfast", actor="user")
+    memory_delete(user=user, memory_id=memory.pk, actor="user")
 
-    assert not Memory.objects.filter(user=user, key="breakfast").exists()
+    assert not Memory.objects.filter(pk=memory.pk).exists()
+    assert not Memory.objects.keyed(user.pk, "breakfast").exists()
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM memory_memory WHERE embedding IS NOT NULL AND user_id = %s", [user.pk])
         assert cursor.fetchone()[0] == 0
-    events = MemoryEvent.objects.filter(user=user, key="breakfast")
+    events = MemoryEvent.objects.filter(user=user, memory_id=memory.pk)
     assert [e.action for e in events] == ["created", "updated", "deleted"]
-    assert all(e.before is None and e.after is None and e.reason == "" for e in events)
+    assert all(e.key is None and e.before is None and e.after is None and e.reason == "" for e in events)
 
 
 def test_the_coach_deleting_its_own_note_keeps_the_history(user: User) -> None:
     coach_saves(user, "breakfast", "Oats every day")
+    memory = memory_named(user, "breakfast")
 
-    memory_delete(user=user, key="breakfast", actor="coach", reason="no longer true")
+    memory_delete(user=user, memory_id=memory.pk, actor="coach", reason="no longer true")
 
-    event = MemoryEvent.objects.filter(user=user, key="breakfast").last()
+    assert not Memory.objects.filter(pk=memory.pk).exists()
+    event = MemoryEvent.objects.filter(user=user, memory_id=memory.pk).last()
     assert event.action == "deleted" and event.before_fields()["summary"] == "Oats every day"
+    assert (event.key, event.reason) == ("breakfast", "no longer true")
 
 
 def test_invalid_drafts_name_every_problem(user: User) -> None:
@@ -236,13 +256,15 @@ def test_a_proposal_fails_when_the_memory_changed_since(user: User) -> None:
     memory = make_memory(user, "allergy-nuts", category="allergy", tier="profile", summary="Nut allergy")
     proposal = proposal_make(user=user, memory=memory, kind="delete", draft=None, reason="they said so")
     memory_edit_by_user(
-        user=user, key="allergy-nuts", draft=draft("allergy-nuts", summary="Severe nut allergy", category="allergy")
+        user=user,
+        memory_id=memory.pk,
+        draft=draft("allergy-nuts", summary="Severe nut allergy", category="allergy"),
     )
 
     with pytest.raises(ProposalOutdated):
         proposal_confirm(user=user, proposal_id=proposal.pk)
 
-    assert Memory.objects.get(user=user, key="allergy-nuts").summary == "Severe nut allergy"
+    assert Memory.objects.get(pk=memory.pk).summary == "Severe nut allergy"
 
 
 def test_a_confirmed_delete_proposal_deletes_as_the_user_would(user: User) -> None:
@@ -251,8 +273,10 @@ def test_a_confirmed_delete_proposal_deletes_as_the_user_would(user: User) -> No
 
     assert proposal_confirm(user=user, proposal_id=proposal.pk) is None
 
-    assert not Memory.objects.filter(user=user, key="allergy-nuts").exists()
-    assert all(e.before is None for e in MemoryEvent.objects.filter(user=user, key="allergy-nuts"))
+    assert not Memory.objects.filter(pk=memory.pk).exists()
+    events = MemoryEvent.objects.filter(user=user, memory_id=memory.pk)
+    assert [e.action for e in events] == ["proposal_made", "proposal_confirmed"]
+    assert all(e.before is None and e.after is None and e.key is None for e in events)
 
 
 def test_a_rejected_proposal_changes_nothing(user: User) -> None:
@@ -261,7 +285,7 @@ def test_a_rejected_proposal_changes_nothing(user: User) -> None:
 
     proposal_reject(user=user, proposal_id=proposal.pk)
 
-    assert Memory.objects.get(user=user, key="allergy-nuts").version == memory.version
+    assert Memory.objects.get(pk=memory.pk).version == memory.version
     assert MemoryProposal.objects.get(pk=proposal.pk).status == "rejected"
 
 
@@ -270,8 +294,11 @@ def test_another_users_proposal_cannot_be_confirmed(user: User) -> None:
     proposal = proposal_make(user=user, memory=memory, kind="delete", draft=None, reason="outgrown it")
     stranger = make_user("stranger@example.com")
 
-    with pytest.raises(MemoryProposal.DoesNotExist):
+    with pytest.raises(ProposalDecided):
         proposal_confirm(user=stranger, proposal_id=proposal.pk)
+
+    assert Memory.objects.filter(pk=memory.pk).exists()
+    assert MemoryProposal.objects.get(pk=proposal.pk).status == "pending"
 
 
 def test_reembed_renews_only_memories_of_another_model(user: User, model_server: ModelServer, settings) -> None:

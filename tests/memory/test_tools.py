@@ -13,7 +13,7 @@ from accounts.models import User
 from memory.models import Memory, MemoryEvent, MemoryProposal
 from memory.tools import ToolContext, run_tool, tool_definitions
 from offline_coach import ModelServer
-from tests.memory.factories import make_memory
+from tests.memory.factories import make_memory, memory_named
 
 pytestmark = pytest.mark.django_db
 
@@ -83,11 +83,14 @@ def test_merging_after_a_refused_save_is_recorded_as_a_merge(user: User, model_s
         category=None,
         due_at=None,
         status=None,
+        clear=None,
         reason="merge",
     )
 
-    assert result["status"] == "updated"
-    assert MemoryEvent.objects.filter(user=user, key="reading").last().action == "merged"
+    assert result == {"status": "updated", "key": "reading"}
+    reading = memory_named(user, "reading")
+    assert reading.summary == "The reading went well; felt confident"
+    assert MemoryEvent.objects.filter(user=user, memory_id=reading.pk).last().action == "merged"
 
 
 def test_an_extra_source_property_is_a_schema_error_and_nothing_is_stored(user: User) -> None:
@@ -149,26 +152,29 @@ def test_a_prospective_save_keeps_its_date(user: User) -> None:
     result = save(user, "talk-june", "Giving a talk", tier="prospective", due_at=due)
 
     assert result["status"] == "saved"
-    memory = Memory.objects.get(user=user, key="talk-june")
+    memory = memory_named(user, "talk-june")
     assert (memory.due_at.date().isoformat(), memory.status) == (due, "open")
 
 
 def test_the_coach_may_create_a_protected_memory(user: User) -> None:
     result = save(user, "allergy-nuts", "Nut allergy", category="allergy", tier="profile")
 
-    assert result["status"] == "saved"
-    memory = Memory.objects.get(user=user, key="allergy-nuts")
-    assert memory.source == "coach" and memory.is_protected
+    # Kept under a neutral key, which the result gives the model: never named by its text.
+    assert (result["status"], result["key"], result["created"]) == ("saved", "allergy-1", True)
+    assert "'allergy-1'" in result["note"]
+    memory = memory_named(user, "allergy-1")
+    assert memory.source == "coach" and memory.is_protected and memory.summary == "Nut allergy"
+    assert not Memory.objects.keyed(user.pk, "allergy-nuts").exists()
 
 
 def test_deleting_a_recorded_allergy_makes_a_proposal_and_leaves_it_intact(user: User) -> None:
-    save(user, "allergy-nuts", "Nut allergy", category="allergy", tier="profile")
+    key = save(user, "allergy-nuts", "Nut allergy", category="allergy", tier="profile")["key"]
 
-    result = call(user, "delete_memory", key="allergy-nuts", reason="never mentioned again")
+    result = call(user, "delete_memory", key=key, reason="never mentioned again")
 
-    assert result["status"] == "proposed"
+    assert (result["status"], result["key"]) == ("proposed", "allergy-1")
     assert "confirm" in result["message"]
-    assert Memory.objects.get(user=user, key="allergy-nuts").summary == "Nut allergy"
+    assert memory_named(user, "allergy-1").summary == "Nut allergy"
     proposal = MemoryProposal.objects.get(user=user)
     assert (proposal.kind, proposal.status, proposal.reason) == ("delete", "pending", "never mentioned again")
 
@@ -186,11 +192,12 @@ def test_rewriting_what_the_user_typed_makes_a_proposal(user: User) -> None:
         category=None,
         due_at=None,
         status=None,
+        clear=None,
         reason="mentioned salmon",
     )
 
     assert result["status"] == "proposed"
-    assert Memory.objects.get(user=user, key="diet").summary == "Vegetarian"
+    assert memory_named(user, "diet").summary == "Vegetarian"
     assert MemoryProposal.objects.get(user=user).proposed_fields()["summary"] == "Eats fish now"
 
 
@@ -200,7 +207,7 @@ def test_saving_over_a_protected_key_makes_a_proposal(user: User) -> None:
     result = save(user, "left-shoulder", "Shoulder is fine now", category="other")
 
     assert result["status"] == "proposed"
-    assert Memory.objects.get(user=user, key="left-shoulder").summary == "Bad left shoulder"
+    assert memory_named(user, "left-shoulder").summary == "Bad left shoulder"
 
 
 def test_another_users_memories_are_invisible_to_every_tool(user: User, other_user: User) -> None:
@@ -219,11 +226,13 @@ def test_another_users_memories_are_invisible_to_every_tool(user: User, other_us
         category=None,
         due_at=None,
         status=None,
+        clear=None,
         reason="x",
     )
     assert "there is no memory" in update["error"]
     assert save(user, "secret", "My own note under the same key")["status"] == "saved"
-    assert Memory.objects.get(user=other_user, key="secret").summary == "Another person's secret plan"
+    assert memory_named(other_user, "secret").summary == "Another person's secret plan"
+    assert memory_named(user, "secret").summary == "My own note under the same key"
 
 
 def test_search_ranks_the_users_memories_by_meaning(user: User) -> None:
@@ -248,7 +257,7 @@ def test_recall_opens_full_notes_by_key(user: User) -> None:
     result = call(user, "recall_memory", keys=["coaching-style", "missing"])
 
     assert result["memories"][0]["content"] == "Be blunt.\nWhy: they asked.\nHow to apply: no cushioning."
-    assert result["memories"][0]["written_by"] == "your coach"
+    assert result["memories"][0]["written_by"] == "you"
     assert result["unknown"] == ["missing"]
 
 
@@ -285,5 +294,5 @@ def test_memories_the_coach_saves_come_from_the_turns_session(user: User) -> Non
         context=ToolContext(user=user, session_id=session.pk, message_id=message.pk),
     )
 
-    memory = Memory.objects.get(user=user, key="left-shoulder")
+    memory = memory_named(user, "left-shoulder")
     assert (memory.session_id, memory.message_id, memory.source) == (session.pk, message.pk, "coach")

