@@ -44,7 +44,7 @@ from coach.models import ChatSession  # noqa: E402
 from coach.services import message_post, session_start  # noqa: E402
 from infra import llm  # noqa: E402
 from memory.models import Memory  # noqa: E402
-from offline_coach import ModelServer, offline_embedding  # noqa: E402
+from offline_coach import ModelServer, bag_of_words_embedding  # noqa: E402
 
 REPLY = "Good question. Let's keep it simple this week: three short sessions, and we review on Sunday."
 STREAM_SECONDS = 2.0
@@ -80,7 +80,7 @@ def person(email: str, memories: int) -> User:
             source="coach",
             summary=f"Observation {i} about training",
             content=f"Observation {i}: " + "detail " * 30,
-            embedding=offline_embedding(f"Observation {i} about training"),
+            embedding=bag_of_words_embedding(f"Observation {i} about training"),
             embedding_model=settings.EMBEDDING_MODEL,
             created_at=now - timedelta(days=memories - i),
             updated_at=now - timedelta(days=memories - i),

@@ -2,7 +2,7 @@
 with 100 and then with 10,000 users of 74 memories each (1,024-dimension embeddings).
 Then the worst stores a person can have: 60 protected notes of the longest kind (context
 assembly, a coach save the ceiling refuses), and the memory page of someone with 500
-forgotten notes.
+forgotten notes. Last, the offline coach's embedding time per text.
 
     bin/bench memory [--users 10000] [--runs 200]
 
@@ -271,6 +271,52 @@ def forgotten_snapshot(n: int) -> str:
     )
 
 
+SHORT_TEXTS = [
+    "Bad left shoulder, no overhead pressing",
+    "Training for a half marathon in April",
+    "Writes best in the early morning",
+    "Allergic to peanuts and cashews",
+    "Giving a talk at the library in June",
+    "Prefers blunt feedback, short answers",
+    "Runs with her club on Saturday mornings",
+    "Works night shifts as a nurse",
+]
+
+
+def measure_embeddings(runs: int) -> dict[str, tuple[float, float]]:
+    """Per text, in ms: the offline coach's all-MiniLM-L6-v2 on this CPU, by itself and as the
+    app meets it (the SDK, over HTTP, to the offline coach), one text and sixteen a call."""
+    from django.test import override_settings
+
+    from infra import llm
+    from offline_coach import ModelServer, minilm
+
+    minilm.preload()
+    server = ModelServer().start()
+    batches = {1: SHORT_TEXTS[:1], 16: (SHORT_TEXTS * 2)[:16]}
+    results = {}
+    try:
+        with override_settings(
+            OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="", EMBEDDING_MODEL=minilm.MODEL_NAME, LLM_MAX_RETRIES=0
+        ):
+            for size, texts in batches.items():
+                for where, embed in (("the model alone", minilm.embed), ("through the SDK and HTTP", llm.embed)):
+                    embed(texts)
+                    timings = []
+                    for _ in range(runs):
+                        started = time.perf_counter()
+                        embed(texts)
+                        timings.append((time.perf_counter() - started) * 1000 / size)
+                    timings.sort()
+                    results[f"{where}, {size} text{'s' if size > 1 else ''} a call"] = (
+                        statistics.median(timings),
+                        timings[int(len(timings) * 0.95) - 1],
+                    )
+    finally:
+        server.stop()
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--users", type=int, default=10_000)
@@ -291,6 +337,7 @@ def main() -> None:
     results |= {(args.users, n): measure_user(user, args.runs) for n, user in users.items()}
 
     worst = measure_worst_stores(args.runs)
+    embeddings = measure_embeddings(args.runs)
 
     print()
     print("| users | memories of the user | operation | p50 ms | p95 ms | queries | p95 vs 100 users |")
@@ -304,6 +351,11 @@ def main() -> None:
     print("|---|---:|---:|---:|---|")
     for name, (p50, p95, queries, size) in worst.items():
         print(f"| {name} | {p50:.2f} | {p95:.2f} | {queries} | {size} |")
+    print()
+    print("| embedding a short text, all-MiniLM-L6-v2 on this CPU | p50 ms per text | p95 ms per text |")
+    print("|---|---:|---:|")
+    for name, (p50, p95) in embeddings.items():
+        print(f"| {name} | {p50:.2f} | {p95:.2f} |")
 
 
 if __name__ == "__main__":

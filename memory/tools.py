@@ -83,9 +83,10 @@ def tool_definitions() -> list[dict[str, Any]]:
     specs = {
         "save_memory": (
             "Save something worth remembering about the person, one memory per topic. Saving an existing "
-            "key updates it. A save too similar to another memory is refused and the result names it: then "
-            "merge into it with update_memory, replace it, or skip. Safety notes and what the person wrote "
-            "are kept under a neutral key (allergy-1), which the result gives.",
+            "key updates it. A save that looks like another memory is flagged and not saved; the result names "
+            "it, and you choose: merge into it with update_memory, replace it, skip, or, when the facts "
+            "differ (a talk in June and another in March), save again with keep_separate true. Safety notes "
+            "and what the person wrote are kept under a neutral key (allergy-1), which the result gives.",
             _object(
                 {
                     "key": _KEY,
@@ -94,6 +95,13 @@ def tool_definitions() -> list[dict[str, Any]]:
                     "summary": _SUMMARY,
                     "content": content,
                     "due_at": _nullable(_DUE_AT),
+                    "keep_separate": _nullable(
+                        {
+                            "type": "boolean",
+                            "description": "true only to answer a near-copy flag on this key in this turn: "
+                            "the facts differ, keep this as a memory of its own.",
+                        }
+                    ),
                 }
             ),
         ),
@@ -149,6 +157,8 @@ class ToolContext:
     message_id: int | None = None
     writes: int = 0
     duplicate_keys: set[str] = field(default_factory=set)
+    # Keys whose save was flagged as a near-copy in this turn: keep_separate applies to them.
+    flagged_keys: set[str] = field(default_factory=set)
 
 
 class ToolRefusal(Exception):
@@ -238,6 +248,7 @@ def _save_memory(
     summary: str,
     content: str,
     due_at: str | None,
+    keep_separate: bool | None,
 ) -> dict[str, Any]:
     now = timezone.now()
     draft = validate_draft(
@@ -255,29 +266,44 @@ def _save_memory(
     if existing is not None and existing.is_protected:
         return _propose(context, existing, MemoryProposal.Kind.UPDATE, draft, reason="the coach saved new text")
     embedding = embed_memory(summary=draft.summary, content=draft.content)
-    similar = [
-        s
-        for s in memories_by_similarity(
-            user=context.user,
-            vector=embedding.vector,
-            model=embedding.model,
-            limit=DEDUP_CANDIDATES,
-            exclude_id=existing.pk if existing else None,
-        )
-        if s.similarity >= settings.MEMORY_DEDUP_THRESHOLD
-    ]
+    # Similarity is a flag, not a verdict: after one, the model may say the facts differ.
+    answered = bool(keep_separate) and key in context.flagged_keys
+    similar = (
+        []
+        if answered
+        else [
+            s
+            for s in memories_by_similarity(
+                user=context.user,
+                vector=embedding.vector,
+                model=embedding.model,
+                limit=DEDUP_CANDIDATES,
+                exclude_id=existing.pk if existing else None,
+            )
+            if s.similarity >= settings.MEMORY_DEDUP_THRESHOLD
+        ]
+    )
     if similar:
         context.duplicate_keys.update(s.memory.key for s in similar)
+        context.flagged_keys.add(key)
         return {
             "status": "not_saved",
-            "reason": "too similar to what is already remembered",
+            "reason": "it looks like what is already remembered",
             "duplicates": [
-                {"key": s.memory.key, "summary": s.memory.summary, "similarity": s.similarity} for s in similar
+                {
+                    "key": s.memory.key,
+                    "category": s.memory.category,
+                    "summary": s.memory.summary,
+                    "similarity": s.similarity,
+                }
+                for s in similar
             ],
             "choices": [
-                "merge: update_memory on the existing key with text that combines both",
-                "replace: update_memory on the existing key with the new text",
+                "merge: the same fact with more detail: update_memory on the existing key, text combining both",
+                "replace: the same fact, changed: update_memory on the existing key with the new text",
                 "skip: nothing new to keep",
+                "keep_separate: different facts (a talk in June, another in March): save_memory again with the "
+                "same arguments and keep_separate true",
             ],
         }
     outcome = memory_save(

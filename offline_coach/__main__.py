@@ -7,6 +7,7 @@ import signal
 import sys
 import threading
 
+from offline_coach import minilm
 from offline_coach.server import ModelServer
 
 DEFAULT_HOST = "127.0.0.1"
@@ -25,6 +26,8 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     server = ModelServer(host=options.host, port=options.port, chunk_delay_seconds=CHUNK_DELAY_SECONDS).start()
+    # Load the embedding model now, beside the server, so the first save does not wait for it.
+    threading.Thread(target=minilm.preload, name="load-minilm", daemon=True).start()
     try:
         # The run command reads this line through a pipe: send it now, not at exit.
         print(f"offline coach: serving {server.base_url}", flush=True)  # noqa: T201 - a server's one status line

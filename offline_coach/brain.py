@@ -2,13 +2,16 @@
 
 A chat turn whose last message is the user's, with `save_memory` offered, calls it once
 per memory-worthy statement. After tool results it answers in words, unless a save was
-refused as a duplicate: then, once per user message, it merges into the existing memory
-with `update_memory`. Summaries, emails and weekly episodes are answered in words.
+flagged as a near-copy: then, once per user message, it answers the flag. Notes that
+single out different facts (another month, another day, the other side, another number,
+another topic) are kept apart with `keep_separate`; the rest are merged into the existing
+memory with `update_memory`. Summaries, emails and weekly episodes are answered in words.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import fields, replace
 from datetime import date
 from typing import Any
@@ -31,6 +34,17 @@ from offline_coach.prompt import (
 from offline_coach.reply import Reply, ToolCall
 from offline_coach.statements import notes_in
 
+# What singles one fact out from another that reads alike.
+DISTINCT = re.compile(
+    r"\b(january|february|march|april|may|june|july|august|september|october|november|december"
+    r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday|left|right|\d+(?:[.,]\d+)?)\b"
+)
+NEUTRAL_TOPICS = frozenset(
+    {
+        "injury", "safety", "medical", "allergy", "constraint", "background", "preference", "goal", "habit",
+        "schedule", "feedback", "project", "reference", "episode", "other", "week",
+    }
+)  # fmt: skip
 SAVE = "save_memory"
 UPDATE = "update_memory"
 MERGE_REASON = "The user said this again in other words; merged into the existing memory instead of a duplicate."
@@ -58,8 +72,8 @@ def _chat_turn(body: dict[str, Any], messages: list[dict[str, Any]], today: date
     if last.get("role") == "user" and SAVE in tools and (notes := notes_in(text_of(last), today=today)):
         return Reply(tool_calls=tuple(ToolCall(SAVE, json.dumps(note.arguments())) for note in notes))
     latest = latest_round(messages) if last.get("role") == "tool" else []
-    if UPDATE in tools and not called_since_user(messages, UPDATE) and (merges := _merges(latest)):
-        return Reply(tool_calls=merges)
+    if UPDATE in tools and not called_since_user(messages, UPDATE) and (answers := _answer_flags(latest)):
+        return Reply(tool_calls=answers)
     known = remembered(messages)
     return Reply(
         text=chat_reply(
@@ -88,15 +102,40 @@ def _fields(changes: dict[str, Any]) -> dict[str, Any]:
     return {name: value for name, value in changes.items() if name in names and isinstance(value, str)}
 
 
-def _merges(latest: list[CallResult]) -> tuple[ToolCall, ...]:
-    """An `update_memory` call for each save refused as a duplicate, into its first duplicate."""
-    merges: dict[str, ToolCall] = {}
+def _answer_flags(latest: list[CallResult]) -> tuple[ToolCall, ...]:
+    """For each save flagged as a near-copy: the same save kept apart when the two notes are
+    different facts, else an `update_memory` merging it into its first duplicate."""
+    answers: dict[str, ToolCall] = {}
     for call in latest:
         duplicate = _first_duplicate(call)
-        if call.name != SAVE or duplicate is None or duplicate["key"] in merges:
+        if call.name != SAVE or duplicate is None:
             continue
-        merges[duplicate["key"]] = ToolCall(UPDATE, json.dumps(_merge_arguments(call.arguments, duplicate)))
-    return tuple(merges.values())
+        if different_facts(call.arguments, duplicate):
+            answers[f"keep:{call.arguments.get('key')}"] = ToolCall(
+                SAVE, json.dumps({**call.arguments, "keep_separate": True})
+            )
+        elif duplicate["key"] not in answers:
+            answers[duplicate["key"]] = ToolCall(UPDATE, json.dumps(_merge_arguments(call.arguments, duplicate)))
+    return tuple(answers.values())
+
+
+def different_facts(new: dict[str, Any], existing: dict[str, Any]) -> bool:
+    """Whether a flagged note and the memory it looks like are two facts: each singles out
+    something the other does not (a month, a day, a side, a number), or their keys name
+    different topics."""
+    new_text = f"{new.get('summary') or ''} {new.get('content') or ''}".lower()
+    old_text = str(existing.get("summary") or "").lower()
+    new_marks, old_marks = set(DISTINCT.findall(new_text)), set(DISTINCT.findall(old_text))
+    if new_marks and old_marks and new_marks != old_marks:
+        return True
+    new_topic = str(new.get("key") or "").split("-")[0]
+    old_topic = str(existing.get("key") or "").split("-")[0]
+    return bool(new_topic and old_topic) and new_topic != old_topic and not _neutral(old_topic)
+
+
+def _neutral(topic: str) -> bool:
+    # A neutral key ("injury-2") names a category, not a topic: it says nothing about sameness.
+    return topic in NEUTRAL_TOPICS
 
 
 def _first_duplicate(call: CallResult) -> dict[str, Any] | None:

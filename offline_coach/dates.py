@@ -1,6 +1,7 @@
 """Dates in what a user says ("in June", "on 12 May", "next month"), resolved against today.
 
-Due dates fall at 09:00 UTC. A month alone means its 1st: this month's while we are in it,
+A due date is a day, sent as an ISO date: the app reads it as the morning of that day on
+the person's own clock, which this server does not know. A month alone means its 1st: this month's while we are in it,
 otherwise the next such month. A day and month means its next occurrence (today counts).
 """
 
@@ -9,9 +10,7 @@ from __future__ import annotations
 import calendar
 import re
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
-
-DUE_HOUR_UTC = 9
+from datetime import date, timedelta
 
 MONTHS = {name.lower(): number for number, name in enumerate(calendar.month_name) if name}
 MONTHS |= {name.lower(): number for number, name in enumerate(calendar.month_abbr) if name}
@@ -54,9 +53,8 @@ class DueDate:
 
     @property
     def due_at(self) -> str:
-        """ISO 8601 at DUE_HOUR_UTC: the form a prospective memory's `due_at` takes."""
-        moment = datetime(self.day.year, self.day.month, self.day.day, DUE_HOUR_UTC, tzinfo=UTC)
-        return moment.isoformat()
+        """The ISO date: the form a prospective memory's `due_at` takes."""
+        return self.day.isoformat()
 
     @property
     def label(self) -> str:

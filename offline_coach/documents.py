@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-from offline_coach.embeddings import STOP_WORDS, WORD
+from offline_coach.bag_of_words import STOP_WORDS, WORD
 from offline_coach.phrasing import as_sentence, capitalise, clip, first_sentence, join_words, lower_first
 from offline_coach.prompt import (
     Remembered,

@@ -36,6 +36,7 @@ class Note:
             "summary": self.summary,
             "content": self.content,
             "due_at": self.due_at,
+            "keep_separate": None,
         }
 
 

@@ -17,9 +17,10 @@ from datetime import UTC, date, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
-from offline_coach import wire
+from offline_coach import minilm, wire
+from offline_coach.bag_of_words import MODEL_NAME as BAG_OF_WORDS
+from offline_coach.bag_of_words import bag_of_words_embedding
 from offline_coach.brain import respond
-from offline_coach.embeddings import offline_embedding
 from offline_coach.prompt import system_text, text_of
 from offline_coach.reply import Reply, ToolCall
 from offline_coach.script import Answer, Drop, Failure, RecordedRequest, Script, Scripted
@@ -33,6 +34,8 @@ SCRIPTED_FAILURE = "The offline coach was scripted to fail this request."
 CHAT_PATH = "/v1/chat/completions"
 EMBEDDINGS_PATH = "/v1/embeddings"
 MODELS_PATH = "/v1/models"
+# The embedding models it serves: the real one, and the bag of words tests control exactly.
+EMBEDDING_MODELS = (minilm.MODEL_NAME, BAG_OF_WORDS)
 
 
 def _utc_today() -> date:
@@ -176,10 +179,19 @@ class ModelServer:
         """A scripted failure for this embeddings request, if one is queued."""
         return self._script.next_embedding_failure() if self.scripted else None
 
-    def embedding_for(self, text: str) -> list[float]:
-        """The vector for `text`: a test's override, else the deterministic embedding."""
-        override = self._script.vector_for(text) if self.scripted else None
-        return override if override is not None else offline_embedding(text)
+    def embeddings_for(self, texts: list[str], model: str) -> list[list[float]]:
+        """The vectors of `texts` from `model` (one of EMBEDDING_MODELS), in one batch; a
+        test's override wins for any text it names."""
+        overrides = [self._script.vector_for(text) if self.scripted else None for text in texts]
+        wanted = [text for text, override in zip(texts, overrides, strict=True) if override is None]
+        if not wanted:
+            computed: list[list[float]] = []
+        elif model == minilm.MODEL_NAME:
+            computed = minilm.embed(wanted)
+        else:
+            computed = [bag_of_words_embedding(text) for text in wanted]
+        fresh = iter(computed)
+        return [override if override is not None else next(fresh) for override in overrides]
 
     def record(self, method: str, path: str, body: dict[str, Any]) -> None:
         """Log a request (scripted mode only: a long-running server keeps no log)."""
@@ -218,7 +230,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         if self._path() == MODELS_PATH:
             self.server.coach.record("GET", MODELS_PATH, {})
-            self._send_json(200, wire.models())
+            self._send_json(200, wire.models(EMBEDDING_MODELS))
         else:
             self._send_error(404, f"Unknown path: GET {self.path}")
 
@@ -328,9 +340,18 @@ class _Handler(BaseHTTPRequestHandler):
         if encoding not in {"float", "base64"}:
             self._send_error(400, "'encoding_format' must be 'float' or 'base64'.")
             return
+        model = str(body.get("model") or "")
+        if model not in EMBEDDING_MODELS:
+            self._send_error(404, f"The model {model!r} does not exist here; embed with one of {EMBEDDING_MODELS}.")
+            return
+        try:
+            vectors = coach.embeddings_for(texts, model)
+        except minilm.MiniLMUnavailableError as error:
+            self._send_error(503, str(error))
+            return
         payload = wire.embeddings(
-            [coach.embedding_for(text) for text in texts],
-            model=str(body.get("model") or wire.EMBEDDING_MODEL),
+            vectors,
+            model=model,
             base64=encoding == "base64",
             prompt_tokens=sum(wire.count_tokens(text) for text in texts),
         )

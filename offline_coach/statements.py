@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass, replace
 from datetime import date
 
+from offline_coach.bag_of_words import STOP_WORDS
 from offline_coach.dates import find_due_date, month_name
-from offline_coach.embeddings import STOP_WORDS
 from offline_coach.notes import FIRST_PERSON, PAST, PROFILE, PROSPECTIVE, Found, Note, Recogniser
 from offline_coach.phrasing import (
     as_sentence,

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+import array
+import base64
 import re
 import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from offline_coach.embeddings import to_base64
 from offline_coach.reply import Reply
 
 CHAT_MODEL = "offline-coach"
-EMBEDDING_MODEL = "offline-embedding"
 ARGUMENT_PIECE_CHARS = 12
 # A word with the space after it: how text streams, so a client sees it arrive word by word.
 TEXT_PIECE = re.compile(r"\s*\S+\s*|\s+")
@@ -110,15 +110,25 @@ def embeddings(vectors: list[list[float]], *, model: str, base64: bool, prompt_t
     }
 
 
-def models() -> dict[str, Any]:
+def models(embedding_models: tuple[str, ...]) -> dict[str, Any]:
     """The models this server answers as."""
     return {
         "object": "list",
         "data": [
             {"id": name, "object": "model", "created": 0, "owned_by": "offline-coach"}
-            for name in (CHAT_MODEL, EMBEDDING_MODEL)
+            for name in (CHAT_MODEL, *embedding_models)
         ],
     }
+
+
+def to_base64(vector: list[float]) -> str:
+    """The OpenAI wire form of an embedding when `encoding_format="base64"`: little-endian float32."""
+    packed = array.array("f", vector)
+    if packed.itemsize != 4:  # pragma: no cover - every platform Python supports has 4-byte floats
+        raise RuntimeError("float32 arrays are not 4 bytes wide here")
+    if array.array("H", [1]).tobytes()[0] != 1:  # pragma: no cover - big-endian machines
+        packed.byteswap()
+    return base64.b64encode(packed.tobytes()).decode("ascii")
 
 
 def error(status: int, message: str) -> dict[str, Any]:

@@ -48,7 +48,10 @@ def model_server(_model_server: ModelServer, settings) -> ModelServer:
     settings.OPENAI_BASE_URL = _model_server.base_url
     settings.OPENAI_API_KEY = "test-key"
     settings.COACH_MODEL = "offline-coach"
-    settings.EMBEDDING_MODEL = "offline-embedding"
+    # The bag of words, for exact control: texts are alike when they share their words, so a
+    # test decides what the dedup check sees. Tests about meaning ask for all-MiniLM-L6-v2.
+    settings.EMBEDDING_MODEL = "bag-of-words"
+    settings.MEMORY_DEDUP_THRESHOLD = 0.8
     settings.LLM_MAX_RETRIES = 0
     settings.LLM_TIMEOUT_SECONDS = 5.0
     return _model_server

@@ -18,7 +18,7 @@ from memory.drafts import MemoryDraft
 from memory.models import Memory, MemoryEvent, MemoryProposal
 from memory.proposals import proposal_make
 from memory.services import memory_delete, memory_edit_by_user, memory_save
-from offline_coach import ModelServer, offline_embedding
+from offline_coach import ModelServer, bag_of_words_embedding
 from tests.memory.factories import make_memories, make_memory, memory_named
 
 pytestmark = pytest.mark.django_db
@@ -60,7 +60,7 @@ def evict_oldest(user: User, settings) -> MemoryEvent:
         draft=MemoryDraft(key="newest", tier="episodic", category="habit", summary="Newest", content="Newest"),
         source="coach",
         actor="coach",
-        embedding=Embedding(offline_embedding("Newest"), "offline-embedding"),
+        embedding=Embedding(bag_of_words_embedding("Newest"), "bag-of-words"),
     )
     return MemoryEvent.objects.get(user=user, action="evicted")
 

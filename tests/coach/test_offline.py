@@ -21,7 +21,7 @@ from collections.abc import Iterator
 import openai
 import pytest
 
-from offline_coach import ModelServer, offline_embedding
+from offline_coach import ModelServer, bag_of_words_embedding
 from tests.processes import REPO, free_port, get_json, wait_until_answers
 
 MESSAGES = [{"role": "system", "content": "# Coach\nToday: 2025-03-10"}, {"role": "user", "content": "hello"}]
@@ -60,7 +60,7 @@ def streamed_text(stream: openai.Stream) -> list[str]:
 
 
 def test_models_lists_the_chat_and_the_embedding_model(client: openai.OpenAI) -> None:
-    assert {model.id for model in client.models.list()} == {"offline-coach", "offline-embedding"}
+    assert {model.id for model in client.models.list()} == {"offline-coach", "all-MiniLM-L6-v2", "bag-of-words"}
 
 
 def test_a_text_answer_streams_word_by_word_and_ends_with_done(server: ModelServer) -> None:
@@ -158,48 +158,49 @@ def test_an_unknown_path_is_a_404_in_openai_shape(server: ModelServer) -> None:
 # Embeddings --------------------------------------------------------------------------
 
 
-def test_base64_embeddings_decode_to_offline_embedding(client: openai.OpenAI) -> None:
+def test_base64_embeddings_decode_to_the_bag_of_words_embedding(client: openai.OpenAI) -> None:
     texts = ["bad left shoulder", "Rönnells antikvariat", ""]
 
-    response = client.embeddings.create(model="offline-embedding", input=texts)
+    response = client.embeddings.create(model="bag-of-words", input=texts)
 
-    assert [item.embedding for item in response.data] == [offline_embedding(text) for text in texts]
+    assert [item.embedding for item in response.data] == [bag_of_words_embedding(text) for text in texts]
     assert [item.index for item in response.data] == [0, 1, 2]
 
 
-def test_float_embeddings_equal_offline_embedding_and_take_a_single_string(server: ModelServer) -> None:
-    body = {"model": "offline-embedding", "input": "I train on Mondays", "encoding_format": "float"}
+def test_float_embeddings_equal_the_bag_of_words_embedding_and_take_a_single_string(server: ModelServer) -> None:
+    body = {"model": "bag-of-words", "input": "I train on Mondays", "encoding_format": "float"}
     request = urllib.request.Request(server.base_url + "/embeddings", data=json.dumps(body).encode(), method="POST")
 
     with urllib.request.urlopen(request, timeout=5) as response:
         payload = json.loads(response.read())
 
     assert payload["object"] == "list"
-    assert payload["data"][0]["embedding"] == offline_embedding("I train on Mondays")
+    assert payload["data"][0]["embedding"] == bag_of_words_embedding("I train on Mondays")
     assert payload["usage"]["prompt_tokens"] > 0
 
 
 def test_near_identical_texts_embed_close_and_unrelated_texts_near_orthogonal() -> None:
-    shoulder = offline_embedding("bad left shoulder no overhead pressing")
+    shoulder = bag_of_words_embedding("bad left shoulder no overhead pressing")
 
-    assert cosine(shoulder, offline_embedding("bad left shoulder, avoid overhead pressing")) > 0.75
+    assert cosine(shoulder, bag_of_words_embedding("bad left shoulder, avoid overhead pressing")) > 0.75
     # Words hash to one of 384 dimensions, so a rare collision between two words can leave
     # unrelated short texts at about 0.2 rather than exactly 0.
-    assert abs(cosine(shoulder, offline_embedding("allergic to peanuts and shellfish"))) < 0.25
-    assert abs(cosine(shoulder, offline_embedding("giving a talk about databases in June"))) < 0.25
+    assert abs(cosine(shoulder, bag_of_words_embedding("allergic to peanuts and shellfish"))) < 0.25
+    assert abs(cosine(shoulder, bag_of_words_embedding("giving a talk about databases in June"))) < 0.25
 
 
 def test_an_embedding_is_a_384_dimension_unit_vector_even_for_stop_words_alone() -> None:
     for text in ["The shoulder hurts", "the and of", ""]:
-        vector = offline_embedding(text)
+        vector = bag_of_words_embedding(text)
         assert len(vector) == 384
         assert math.isclose(math.sqrt(sum(value * value for value in vector)), 1.0, rel_tol=1e-6)
-    assert offline_embedding("the and of") == offline_embedding("")
+    assert bag_of_words_embedding("the and of") == bag_of_words_embedding("")
 
 
 def test_embeddings_are_identical_across_processes() -> None:
     script = (
-        "import json; from offline_coach import offline_embedding; print(json.dumps(offline_embedding('Rönnells')))"
+        "import json; from offline_coach import bag_of_words_embedding; "
+        "print(json.dumps(bag_of_words_embedding('Rönnells')))"
     )
     outputs = {
         subprocess.run(
@@ -213,7 +214,7 @@ def test_embeddings_are_identical_across_processes() -> None:
         for seed in ("1", "2")
     }
 
-    assert [json.loads(output) for output in outputs] == [offline_embedding("Rönnells")]
+    assert [json.loads(output) for output in outputs] == [bag_of_words_embedding("Rönnells")]
 
 
 # Scripting ---------------------------------------------------------------------------
@@ -315,26 +316,26 @@ def test_an_embedding_override_answers_for_exactly_that_text(client: openai.Open
     override = [1.0] + [0.0] * 383
     server.set_embedding("my shoulder", override)
 
-    response = client.embeddings.create(model="offline-embedding", input=["my shoulder", "my shoulder."])
+    response = client.embeddings.create(model="bag-of-words", input=["my shoulder", "my shoulder."])
 
     assert response.data[0].embedding == override
-    assert response.data[1].embedding == offline_embedding("my shoulder.")
+    assert response.data[1].embedding == bag_of_words_embedding("my shoulder.")
 
 
 def test_a_queued_embedding_error_fails_only_the_next_request(client: openai.OpenAI, server: ModelServer) -> None:
     server.queue_embedding_error(503)
 
     with pytest.raises(openai.APIStatusError) as raised:
-        client.embeddings.create(model="offline-embedding", input="hello")
-    after = client.embeddings.create(model="offline-embedding", input="hello")
+        client.embeddings.create(model="bag-of-words", input="hello")
+    after = client.embeddings.create(model="bag-of-words", input="hello")
 
     assert raised.value.status_code == 503
-    assert after.data[0].embedding == offline_embedding("hello")
+    assert after.data[0].embedding == bag_of_words_embedding("hello")
 
 
 def test_requests_are_recorded_with_their_path_and_body(client: openai.OpenAI, server: ModelServer) -> None:
     client.chat.completions.create(model="offline-coach", messages=MESSAGES, tools=MEMORY_TOOLS)
-    client.embeddings.create(model="offline-embedding", input="hello")
+    client.embeddings.create(model="bag-of-words", input="hello")
 
     assert [request.path for request in server.requests] == ["/v1/chat/completions", "/v1/embeddings"]
     [chat] = server.chat_requests()
@@ -357,7 +358,7 @@ def test_reset_forgets_queues_overrides_and_requests(client: openai.OpenAI, serv
     assert client.chat.completions.create(model="offline-coach", messages=MESSAGES).choices[0].message.content != (
         "scripted"
     )
-    assert client.embeddings.create(model="offline-embedding", input="hello").data[0].embedding == offline_embedding(
+    assert client.embeddings.create(model="bag-of-words", input="hello").data[0].embedding == bag_of_words_embedding(
         "hello"
     )
 
@@ -424,7 +425,7 @@ def test_the_command_serves_until_sigterm_and_exits_cleanly() -> None:
         wait_until_answers(f"http://127.0.0.1:{port}/v1/models", process)
         status, body = get_json(f"http://127.0.0.1:{port}/v1/models")
         assert status == 200
-        assert {model["id"] for model in body["data"]} == {"offline-coach", "offline-embedding"}
+        assert {model["id"] for model in body["data"]} == {"offline-coach", "all-MiniLM-L6-v2", "bag-of-words"}
         assert process.stdout is not None
         assert f"http://127.0.0.1:{port}/v1" in process.stdout.readline()
     finally:

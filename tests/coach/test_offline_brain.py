@@ -21,7 +21,7 @@ from offline_coach import ModelServer
 
 TODAY = "Today: 2025-03-10"
 KEY = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
-ARGUMENT_KEYS = {"key", "tier", "category", "summary", "content", "due_at"}
+ARGUMENT_KEYS = {"key", "tier", "category", "summary", "content", "due_at", "keep_separate"}
 CATEGORIES = {
     *("injury", "safety", "medical", "allergy", "constraint", "background", "preference", "goal", "habit"),
     *("schedule", "feedback", "project", "reference", "episode", "other"),
@@ -46,7 +46,7 @@ TALK = {
     "source": "coach",
     "summary": "Giving a talk in June",
     "content": "They're giving a talk in June.",
-    "due_at": "2025-06-01T09:00:00+00:00",
+    "due_at": "2025-06-01",
 }
 EPISODE = {
     "key": "week-2025-03-03",
@@ -126,6 +126,7 @@ def test_a_bad_left_shoulder_becomes_a_protected_injury_save(client: openai.Open
         "summary": "Bad left shoulder: no overhead pressing",
         "content": "They have a bad left shoulder, so no overhead pressing.",
         "due_at": None,
+        "keep_separate": None,
     }
 
 
@@ -217,7 +218,7 @@ def test_how_they_like_to_be_coached_is_a_rule_with_why_and_how(client: openai.O
     assert how.startswith("How to apply: ")
 
 
-def test_a_talk_in_june_is_due_on_the_first_of_june_at_nine_utc(client: openai.OpenAI) -> None:
+def test_a_talk_in_june_is_due_on_the_first_of_june(client: openai.OpenAI) -> None:
     save = only_save(client, "I'm giving a talk in June.")
 
     assert save == {
@@ -226,23 +227,24 @@ def test_a_talk_in_june_is_due_on_the_first_of_june_at_nine_utc(client: openai.O
         "category": "project",
         "summary": "Giving a talk in June",
         "content": "They're giving a talk in June.\nDue: June 2025.",
-        "due_at": "2025-06-01T09:00:00+00:00",
+        "due_at": "2025-06-01",
+        "keep_separate": None,
     }
 
 
 def test_a_month_already_past_this_year_means_next_years(client: openai.OpenAI) -> None:
     save = only_save(client, "I'm giving a talk in June.", today="Today: 2025-07-02")
 
-    assert save["due_at"] == "2026-06-01T09:00:00+00:00"
+    assert save["due_at"] == "2026-06-01"
 
 
 @pytest.mark.parametrize(
     ("statement", "key", "due_at"),
     [
-        ("I have a marathon on 12 May.", "marathon-may", "2025-05-12T09:00:00+00:00"),
-        ("I have a marathon on 1 March.", "marathon-march", "2026-03-01T09:00:00+00:00"),
-        ("My exam is next month.", "exam-april", "2025-04-01T09:00:00+00:00"),
-        ("My job interview is next week.", "job-interview-march", "2025-03-17T09:00:00+00:00"),
+        ("I have a marathon on 12 May.", "marathon-may", "2025-05-12"),
+        ("I have a marathon on 1 March.", "marathon-march", "2026-03-01"),
+        ("My exam is next month.", "exam-april", "2025-04-01"),
+        ("My job interview is next week.", "job-interview-march", "2025-03-17"),
     ],
 )
 def test_a_dated_intention_is_prospective_and_resolved_from_today(

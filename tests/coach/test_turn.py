@@ -27,6 +27,7 @@ SHOULDER_SAVE = {
     "summary": "Bad left shoulder: no overhead pressing",
     "content": "Bad left shoulder: no overhead pressing",
     "due_at": None,
+    "keep_separate": None,
 }
 
 

@@ -10,7 +10,7 @@ from django.utils import timezone
 from accounts.models import User
 from emails.models import Email, EmailPreference
 from emails.schedule import local_time
-from offline_coach import offline_embedding
+from offline_coach import bag_of_words_embedding
 
 # A real zone of each whole-hour offset, so a test can put a person at any local hour.
 _ZONES = sorted(zone for zone in available_timezones() if "/" in zone and not zone.startswith(("posix/", "right/")))
@@ -59,8 +59,8 @@ def make_email(
         subject=subject,
         body_text=body,
         body_html=f"<p>{body}</p>" if body is not None else None,
-        embedding=offline_embedding(text) if text else None,
-        embedding_model="offline-embedding" if text else "",
+        embedding=bag_of_words_embedding(text) if text else None,
+        embedding_model="bag-of-words" if text else "",
         sent_at=sent_at,
         **fields,
     )

@@ -59,7 +59,7 @@ def worker_process(*, smtp_port: int, model_url: str) -> Iterator[subprocess.Pop
         "OPENAI_BASE_URL": model_url,
         "OPENAI_API_KEY": "test-key",
         "COACH_MODEL": "offline-coach",
-        "EMBEDDING_MODEL": "offline-embedding",
+        "EMBEDDING_MODEL": "bag-of-words",
         "LLM_MAX_RETRIES": "0",
     }
     process = subprocess.Popen(

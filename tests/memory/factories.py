@@ -9,7 +9,7 @@ from django.utils import timezone
 from accounts.models import User
 from memory.embeddings import memory_text
 from memory.models import Memory
-from offline_coach import offline_embedding
+from offline_coach import bag_of_words_embedding
 
 
 def make_memory(
@@ -36,8 +36,8 @@ def make_memory(
         source=source,
         summary=summary,
         content=content,
-        embedding=offline_embedding(memory_text(summary=summary, content=content)),
-        embedding_model="offline-embedding",
+        embedding=bag_of_words_embedding(memory_text(summary=summary, content=content)),
+        embedding_model="bag-of-words",
         due_at=due_at,
         status=status or ("open" if tier == "prospective" else ""),
         created_at=at,

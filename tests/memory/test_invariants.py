@@ -159,6 +159,7 @@ class HostileModel(RuleBasedStateMachine):
             "summary": summary,
             "content": content,
             "due_at": due,
+            "keep_separate": None,
         }
         self._model(who, "save_memory", arguments)
 

@@ -45,7 +45,7 @@ def update(context: ToolContext, key: str, **changes: object) -> dict:
 
 def save(context: ToolContext, key: str, summary: str, **fields: object) -> dict:
     arguments = {"key": key, "tier": "profile", "category": "preference", "summary": summary, "content": ""}
-    return call(context, "save_memory", **(arguments | {"due_at": None} | fields))
+    return call(context, "save_memory", **(arguments | {"due_at": None, "keep_separate": None} | fields))
 
 
 @pytest.fixture

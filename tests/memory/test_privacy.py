@@ -139,6 +139,7 @@ def test_deleted_memories_leave_no_text_or_key_in_the_database_or_the_access_log
             "summary": MARKERS[name],
             "content": MARKERS[name] + ". Said on a Tuesday.",
             "due_at": None,
+            "keep_separate": None,
         }
         assert json.loads(run_tool(context, "save_memory", json.dumps(arguments)))["status"] == "saved"
     protected = Memory.objects.get(user=user, category="allergy")
@@ -181,6 +182,7 @@ def test_memory_keys_are_never_stored_in_plain_text(user: User) -> None:
                 "summary": "Going through a divorce",
                 "content": "",
                 "due_at": None,
+                "keep_separate": None,
             }
         ),
     )
@@ -206,6 +208,7 @@ def rich_account(email: str) -> User:
             "summary": f"{fact} ({email})",
             "content": "",
             "due_at": None,
+            "keep_separate": None,
         }
         run_tool(context, "save_memory", json.dumps(arguments))
     injury = Memory.objects.get(user=person, category="injury")

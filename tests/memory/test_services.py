@@ -25,7 +25,7 @@ from memory.drafts import (
 from memory.models import Memory, MemoryEvent, MemoryProposal
 from memory.proposals import proposal_confirm, proposal_make, proposal_reject
 from memory.services import memory_delete, memory_edit_by_user, memory_save
-from offline_coach import ModelServer, offline_embedding
+from offline_coach import ModelServer, bag_of_words_embedding
 from tests.conftest import make_user
 from tests.memory.factories import make_memories, make_memory, memory_named
 
@@ -43,7 +43,7 @@ def coach_saves(user: User, key: str, summary: str, *, category: str = "habit", 
         draft=draft(key, summary=summary, category=category, tier=tier),
         source="coach",
         actor="coach",
-        embedding=Embedding(offline_embedding(summary), "offline-embedding"),
+        embedding=Embedding(bag_of_words_embedding(summary), "bag-of-words"),
     )
 
 
@@ -155,7 +155,7 @@ def test_a_user_edit_re_embeds_exactly_once_and_protects_the_memory(user: User, 
     # Now the person's own: renamed by its category and a number.
     assert memory.pk == original.pk and memory.key == "habit-1"
     stored = Memory.objects.get(pk=memory.pk)
-    assert stored.embedding == pytest.approx(offline_embedding("Eggs now, not oats"), abs=1e-6)
+    assert stored.embedding == pytest.approx(bag_of_words_embedding("Eggs now, not oats"), abs=1e-6)
     event = MemoryEvent.objects.filter(user=user, memory_id=memory.pk).last()
     assert (event.actor, event.action, event.key) == ("user", "updated", "habit-1")
     assert event.before_fields()["summary"] == "Oats" and event.after_fields()["summary"] == "Eggs now, not oats"
@@ -308,6 +308,6 @@ def test_reembed_renews_only_memories_of_another_model(user: User, model_server:
 
     call_command("reembed_memories", "--batch-size", "2", stdout=io.StringIO())
 
-    assert set(Memory.objects.values_list("embedding_model", flat=True)) == {"offline-embedding"}
+    assert set(Memory.objects.values_list("embedding_model", flat=True)) == {"bag-of-words"}
     assert Memory.objects.get(pk=current.pk).version == current.version
     assert MemoryEvent.objects.filter(action="reembedded").count() == 3

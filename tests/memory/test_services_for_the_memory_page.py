@@ -14,7 +14,7 @@ from memory.context import assemble_memory_context
 from memory.drafts import MemoryDraft, MemoryInvalid, MemoryNotFound, MemoryNotRestorable
 from memory.models import Memory, MemoryEvent
 from memory.services import memory_add_by_user, memory_delete, memory_keep, memory_restore, memory_save
-from offline_coach import ModelServer, offline_embedding
+from offline_coach import ModelServer, bag_of_words_embedding
 from tests.memory.factories import make_memories, make_memory, memory_named
 
 pytestmark = pytest.mark.django_db
@@ -34,7 +34,7 @@ def coach_saves(user: User, key: str, summary: str) -> None:
         draft=MemoryDraft(key=key, tier="episodic", category="habit", summary=summary, content=summary),
         source="coach",
         actor="coach",
-        embedding=Embedding(offline_embedding(summary), "offline-embedding"),
+        embedding=Embedding(bag_of_words_embedding(summary), "bag-of-words"),
     )
 
 
@@ -137,7 +137,7 @@ def test_a_restored_memory_is_protected_and_back_in_the_context(user: User, sett
     # Back under its old id, as the person's own: named by its category and a number.
     assert memory.pk == event.memory_id and memory.key == "habit-1"
     assert memory.source == "manual" and memory.is_protected
-    assert memory.summary == "note number 0" and memory.embedding_model == "offline-embedding"
+    assert memory.summary == "note number 0" and memory.embedding_model == "bag-of-words"
     text = assemble_memory_context(user=user, now=timezone.now()).text
     habit_block = text.split("# habit\n", 1)[1].split("\n#", 1)[0]
     [line] = [line for line in habit_block.splitlines() if "note number 0" in line]

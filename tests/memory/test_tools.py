@@ -30,6 +30,7 @@ def save(user: User, key: str, summary: str, *, context: ToolContext | None = No
         "summary": summary,
         "content": summary,
         "due_at": None,
+        "keep_separate": None,
     } | fields
     return call(user, "save_memory", context, **arguments)
 
@@ -126,6 +127,7 @@ def test_bad_arguments_come_back_as_results_not_exceptions(user: User, fields: d
         "summary": "Bad left shoulder",
         "content": "Bad left shoulder",
         "due_at": None,
+        "keep_separate": None,
     }
     result = call(user, "save_memory", **(arguments | fields))
 

@@ -1,14 +1,15 @@
-"""Deterministic embeddings: a feature-hashed bag of words, the same in every process.
+"""Bag-of-words embeddings: a feature-hashed bag of stemmed words, the same in every process.
 
-Texts that share most of their words point the same way; unrelated texts are close to
-orthogonal. It stands in for a semantic model well enough for near-duplicate detection
-and for tests, and needs no weights and no network.
+Texts that share most of their words point the same way; anything else is close to
+orthogonal, rewordings included. It is not a model of meaning: the offline coach serves
+it only under the model name "bag-of-words", for tests that need exact control over what
+counts as alike (the app's own offline model is all-MiniLM-L6-v2, in minilm.py). Its word
+list and stemmer also serve the offline coach's phrasing.
 """
 
 from __future__ import annotations
 
 import array
-import base64
 import hashlib
 import math
 import re
@@ -34,7 +35,10 @@ ES_AFTER = ("ss", "sh", "ch", "x", "z")
 MIN_STEM_LETTERS = 3
 
 
-def offline_embedding(text: str) -> list[float]:
+MODEL_NAME = "bag-of-words"
+
+
+def bag_of_words_embedding(text: str) -> list[float]:
     """A unit vector of DIMENSIONS float32-exact values for `text`, identical across processes."""
     vector = [0.0] * DIMENSIONS
     for word in words(text):
@@ -75,16 +79,6 @@ def _strip_suffix(word: str) -> str:
             root = root[:-1]  # running -> run, stopped -> stop; but pressing -> press
         return root
     return word
-
-
-def to_base64(vector: list[float]) -> str:
-    """The OpenAI wire form of an embedding when `encoding_format="base64"`: little-endian float32."""
-    packed = array.array("f", vector)
-    if packed.itemsize != 4:  # pragma: no cover - every platform Python supports has 4-byte floats
-        raise RuntimeError("float32 arrays are not 4 bytes wide here")
-    if array.array("H", [1]).tobytes()[0] != 1:  # pragma: no cover - big-endian machines
-        packed.byteswap()
-    return base64.b64encode(packed.tobytes()).decode("ascii")
 
 
 def _slot(word: str) -> tuple[int, float]:
