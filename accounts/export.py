@@ -52,6 +52,8 @@ NOT_EXPORTED = {
     "exported under email_addresses",
     "accounts.loginsession": "the app's record of a signed-in browser (an opaque key and an expiry); ended and "
     "erased with the account",
+    "memory.memoryoverlap": "a pair of the person's memories found alike, offered on the memory page to merge; "
+    "both memories are exported",
     "emails.weeklyepisoderequest": "the scheduler's note of which weeks were written up; the episodes "
     "themselves are exported as memories",
     "accounts.user_groups": "staff permission groups; coached people have none",

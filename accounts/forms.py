@@ -55,6 +55,7 @@ class MemoryForm(forms.Form):
         label="Bring it up on",
         required=False,
         widget=forms.DateInput(attrs={"type": "date"}),
+        help_text="Leave it empty and your coach brings it up at your next conversation.",
         error_messages={"invalid": "Give a date, for example 2026-06-01."},
     )
     status = forms.ChoiceField(
@@ -90,17 +91,11 @@ class MemoryForm(forms.Form):
             self.fields[name].widget.attrs.pop("maxlength", None)
             self.fields[name].widget.attrs["data-limit"] = most
 
-    def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
-        if cleaned.get("tier") == Tier.PROSPECTIVE and not cleaned.get("due_date") and "due_date" not in self.errors:
-            self.add_error("due_date", "A prospective memory needs the date to bring it up.")
-        return cleaned
-
     def draft(self) -> MemoryDraft:
         """The form as a draft; the key is the service's to give (neutral, never typed)."""
         data = self.cleaned_data
         due_at = None
-        if data["tier"] == Tier.PROSPECTIVE:
+        if data["tier"] == Tier.PROSPECTIVE and data.get("due_date"):
             due_at = self._due_at(data["due_date"])
         return MemoryDraft(
             key="",

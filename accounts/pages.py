@@ -15,7 +15,7 @@ from django.conf import settings
 
 from emails.models import Email
 from memory.context import LEFT_OUT, LINE, WHOLE, ContextItem, MemoryContext
-from memory.models import Memory, MemoryEvent, MemoryProposal, Source, Tier
+from memory.models import Memory, MemoryEvent, MemoryOverlap, MemoryProposal, Source, Tier
 from memory.policy import protection_reason
 
 COMMUNICATION = "communication"
@@ -136,12 +136,22 @@ class ForgottenMemory:
 
 
 @dataclass(frozen=True)
+class OverlapView:
+    """Two memories that read alike: a safety note the coach kept beside another."""
+
+    overlap: MemoryOverlap
+    first: MemoryRow
+    second: MemoryRow
+
+
+@dataclass(frozen=True)
 class MemoryPage:
     groups: tuple[TierGroup, ...]
     # None when the filters hide the communication tier.
     emails: tuple[Email, ...] | None
     email_total: int
     proposals: tuple[ProposalView, ...]
+    overlaps: tuple[OverlapView, ...]
     forgotten: Paged
     next_to_forget: tuple[MemoryRow, ...]
     total: int
@@ -151,6 +161,10 @@ class MemoryPage:
     ceiling: int
     forgotten_days: int
     matches: int
+
+
+def overlap_view(overlap: MemoryOverlap) -> OverlapView:
+    return OverlapView(overlap=overlap, first=memory_row(overlap.other), second=memory_row(overlap.memory))
 
 
 def memory_row(memory: Memory) -> MemoryRow:

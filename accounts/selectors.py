@@ -33,6 +33,7 @@ from accounts.pages import (
     forgotten_memory,
     memory_history_entries,
     memory_row,
+    overlap_view,
 )
 from emails.models import Email, EmailPreference
 from emails.planning import sending_window
@@ -49,6 +50,7 @@ from memory.policy import EPISODE, forgetting_order, is_protected
 from memory.selectors import (
     memory_history_for_user,
     memory_list_for_user,
+    overlaps_for_user,
     pending_proposals_for_user,
     recently_forgotten_for_user,
 )
@@ -90,6 +92,7 @@ def memory_page_for_user(*, user: User, filters: MemoryFilters, now: datetime) -
             ProposalView(proposal=p, proposed=p.proposed_fields(), outdated=p.memory.version != p.base_version)
             for p in pending_proposals_for_user(user=user)
         ),
+        overlaps=tuple(overlap_view(overlap) for overlap in overlaps_for_user(user=user)),
         forgotten=forgotten_memories_for_user(user=user, now=now),
         next_to_forget=tuple(by_id[facts.ref] for facts in order[:NEXT_TO_FORGET_SHOWN]),
         total=len(memories),

@@ -17,6 +17,8 @@ urlpatterns = [
     path("memories/context", memories.memories_context, name="memories_context"),
     path("memories/proposals/<int:pk>/confirm", memories.proposal_confirm_view, name="proposal_confirm"),
     path("memories/proposals/<int:pk>/reject", memories.proposal_reject_view, name="proposal_reject"),
+    path("memories/overlaps/<int:pk>/merge", memories.overlap_merge_view, name="overlap_merge"),
+    path("memories/overlaps/<int:pk>/dismiss", memories.overlap_dismiss_view, name="overlap_dismiss"),
     path("memories/forgotten/", memories.memories_forgotten, name="memories_forgotten"),
     path("memories/forgotten/<int:pk>/restore", memories.memory_restore_view, name="memory_restore"),
     # By id, never by key: a key can say what the memory says, and URLs end up in logs.

@@ -261,6 +261,13 @@ CELERY_BEAT_SCHEDULE: dict[str, dict] = {
         "schedule": 60.0,
         "options": {"expires": 55},
     },
+    # Every night: forgotten memories past their restore window lose their text from the
+    # history, and each person's history is bounded (MEMORY_HISTORY_MAX_EVENTS).
+    "prune-memory-history": {
+        "task": "memory.tasks.prune_memory_history",
+        "schedule": crontab(hour=3, minute=25),
+        "options": {"expires": 3 * 3600},
+    },
     # Every hour: memories embedded by another model than EMBEDDING_MODEL are embedded again.
     "reembed-memories": {
         "task": "memory.tasks.reembed_memories",
@@ -335,8 +342,11 @@ MEMORY_SEARCH_LIMIT = env_int("MEMORY_SEARCH_LIMIT", default=8)
 MEMORY_CONTEXT_BUDGET_TOKENS = env_int("MEMORY_CONTEXT_BUDGET_TOKENS", default=6000)
 # How long before its due date a prospective memory is raised ("a talk in June": in May).
 MEMORY_PROSPECTIVE_LEAD_DAYS = env_int("MEMORY_PROSPECTIVE_LEAD_DAYS", default=30)
-# How long evicted memories stay restorable on the memory page.
+# How long evicted memories stay restorable on the memory page; after it, their text goes
+# from the history too.
 MEMORY_FORGOTTEN_DAYS = env_int("MEMORY_FORGOTTEN_DAYS", default=30)
+# The most history events kept per person (older ones go once past the restore window).
+MEMORY_HISTORY_MAX_EVENTS = env_int("MEMORY_HISTORY_MAX_EVENTS", default=1000)
 
 # Content-Security-Policy: our own origin plus a fresh nonce per response; nothing inline
 # without it, no eval. htmx is vendored under static/ for this reason.

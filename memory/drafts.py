@@ -112,6 +112,22 @@ class MemoryDraft:
         )
 
 
+FEEDBACK_LINES = {"Why:": "why (the incident behind the rule)", "How to apply:": "when and how it applies"}
+
+
+def feedback_missing(draft: MemoryDraft) -> list[str]:
+    """What a feedback memory lacks of its shape (seed 002): after the rule, a `Why:` line and
+    a `How to apply:` line. A rule without its reason goes brittle when a case differs."""
+    if draft.category != Category.FEEDBACK:
+        return []
+    lines = [line.strip().lower() for line in draft.content.splitlines()]
+    return [
+        f"a line starting '{start}' saying {what}"
+        for start, what in FEEDBACK_LINES.items()
+        if not any(line.startswith(start.lower()) for line in lines)
+    ]
+
+
 def validate_draft(draft: MemoryDraft, *, now: datetime, due_may_be_past: bool = False) -> MemoryDraft:
     """The draft with its text tidied, or MemoryInvalid naming every problem."""
     draft = replace(
@@ -133,11 +149,11 @@ def validate_draft(draft: MemoryDraft, *, now: datetime, due_may_be_past: bool =
     elif len(draft.content) > settings.MEMORY_CONTENT_MAX_CHARS:
         errors["content"] = f"is {len(draft.content)} characters; at most {settings.MEMORY_CONTENT_MAX_CHARS}"
     if draft.tier == Tier.PROSPECTIVE:
-        if draft.due_at is None:
-            errors["due_at"] = "a prospective memory needs the date to bring it up"
-        elif timezone.is_naive(draft.due_at):
+        # An intention may have no date ("come back to your pacing at some point"): it is
+        # brought up at the next conversation instead, and never emailed about.
+        if draft.due_at is not None and timezone.is_naive(draft.due_at):
             errors["due_at"] = "give a time zone (for example 2026-06-01T09:00:00Z)"
-        elif draft.due_at <= now and not due_may_be_past:
+        elif draft.due_at is not None and draft.due_at <= now and not due_may_be_past:
             errors["due_at"] = "is in the past; a prospective memory is about something still to come"
         if draft.status not in ProspectiveStatus.values:
             draft = replace(draft, status=ProspectiveStatus.OPEN)

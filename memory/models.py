@@ -116,10 +116,12 @@ class Memory(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["user", "key_digest"], name="memory_key_digest_unique_per_user"),
+            # An intention has a status and may have a date (undated ones come up at the
+            # next conversation); nothing else has either.
             models.CheckConstraint(
-                condition=(Q(tier="prospective") & Q(due_at__isnull=False) & ~Q(status=""))
+                condition=(Q(tier="prospective") & ~Q(status=""))
                 | (~Q(tier="prospective") & Q(due_at__isnull=True) & Q(status="")),
-                name="memory_due_at_and_status_only_when_prospective",
+                name="memory_status_when_prospective_due_at_only_then",
             ),
         ]
         indexes = [
@@ -252,3 +254,25 @@ class MemoryProposal(models.Model):
 
     def proposed_fields(self) -> dict[str, Any]:
         return json.loads(self.proposed) if self.proposed else {}
+
+
+class MemoryOverlap(models.Model):
+    """A safety note the coach saved although it reads like another memory: safety notes
+    are never held back as near-copies (keeping too much about safety is wasteful, never
+    wrong), so the overlap is offered to the person instead, to merge or to keep both."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.DB_CASCADE, related_name="memory_overlaps")
+    # The note just saved, and the memory it reads like. Each overlap goes with either.
+    memory = models.ForeignKey(Memory, on_delete=models.DB_CASCADE, related_name="+")
+    other = models.ForeignKey(Memory, on_delete=models.DB_CASCADE, related_name="+")
+    similarity = models.FloatField()
+    created_at = models.DateTimeField(default=timezone.now)
+    # Set when the person said the two are different facts: the pair is not offered again.
+    dismissed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["memory", "other"], name="memory_overlap_once_per_pair")]
+        indexes = [models.Index(fields=["user", "dismissed_at"])]
+
+    def __str__(self) -> str:
+        return f"overlap of memories {self.memory_id} and {self.other_id}"

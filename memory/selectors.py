@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from django.db.models import Exists, OuterRef, QuerySet
 from pgvector.django import CosineDistance
 
-from memory.models import Memory, MemoryEvent, MemoryProposal, key_digest
+from memory.models import Memory, MemoryEvent, MemoryOverlap, MemoryProposal, key_digest
 from memory.policy import MemoryFacts
 
 if TYPE_CHECKING:
@@ -110,3 +110,13 @@ def recently_forgotten_for_user(*, user: User, now: datetime, days: int) -> Quer
 def memory_history_for_user(*, user: User, memory_id: int) -> QuerySet[MemoryEvent]:
     """Every event of one of the person's memories, oldest first; it outlives the memory."""
     return MemoryEvent.objects.filter(user=user, memory_id=memory_id).order_by("created_at", "pk")
+
+
+def overlaps_for_user(*, user: User) -> QuerySet[MemoryOverlap]:
+    """Pairs of the person's memories that read alike and await their word, newest first."""
+    return (
+        MemoryOverlap.objects.filter(user=user, dismissed_at__isnull=True)
+        .select_related("memory", "other")
+        .defer("memory__embedding", "other__embedding")
+        .order_by("-created_at", "-pk")
+    )

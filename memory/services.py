@@ -15,7 +15,8 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import Exists, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from infra import llm
@@ -341,3 +342,48 @@ def memories_reembed(*, batch_size: int = 100) -> int:
                 )
                 done += 1
         after_pk = batch[-1].pk
+
+
+def memory_history_prune(*, now: datetime | None = None) -> tuple[int, int]:
+    """Bound what the history keeps. Returns (events whose text was dropped, events deleted).
+
+    1. Once a forgotten memory can no longer be restored (MEMORY_FORGOTTEN_DAYS after it was
+       evicted), the text of its history goes: its key, snapshots and the reasons written
+       for it. What happened, and when, stays.
+    2. A person's history keeps its newest MEMORY_HISTORY_MAX_EVENTS events, and of the
+       older ones only those still inside the restore window.
+    """
+    now = now or timezone.now()
+    cutoff = now - timedelta(days=settings.MEMORY_FORGOTTEN_DAYS)
+    later = MemoryEvent.objects.filter(
+        user_id=OuterRef("user_id"), memory_id=OuterRef("memory_id"), created_at__gt=OuterRef("created_at")
+    )
+    stored = Memory.objects.filter(pk=OuterRef("memory_id"))
+    beyond_restore = (
+        MemoryEvent.objects.filter(action=MemoryEvent.Action.EVICTED, created_at__lt=cutoff)
+        .exclude(Exists(later))
+        .exclude(Exists(stored))
+        .values("memory_id")
+    )
+    with transaction.atomic():
+        text_bearing = MemoryEvent.objects.filter(memory_id__in=Subquery(beyond_restore)).filter(
+            Q(key__isnull=False) | Q(before__isnull=False) | Q(after__isnull=False)
+        )
+        dropped = text_bearing.exclude(action=MemoryEvent.Action.EVICTED).update(
+            key=None, before=None, after=None, reason=""
+        ) + text_bearing.update(key=None, before=None, after=None)
+        with connection.cursor() as cursor:
+            # Per person, events past the newest N that are also past the restore window.
+            cursor.execute(
+                """DELETE FROM memory_memoryevent WHERE id IN (
+                    SELECT id FROM (
+                        SELECT id, created_at,
+                               ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY created_at DESC, id DESC) AS newest
+                        FROM memory_memoryevent
+                    ) ranked
+                    WHERE ranked.newest > %s AND ranked.created_at < %s
+                )""",
+                [settings.MEMORY_HISTORY_MAX_EVENTS, cutoff],
+            )
+            deleted = cursor.rowcount
+    return dropped, deleted

@@ -7,7 +7,7 @@ import logging
 from celery import shared_task
 
 from infra.llm import LLMError
-from memory.services import memories_reembed
+from memory.services import memories_reembed, memory_history_prune
 
 logger = logging.getLogger(__name__)
 
@@ -23,3 +23,10 @@ def reembed_memories() -> int:
         # The next tick tries again; what was done so far is kept.
         logger.warning("memories could not be re-embedded yet: %s", error)
         return 0
+
+
+@shared_task(ignore_result=True)
+def prune_memory_history() -> tuple[int, int]:
+    """Every night: the text of forgotten memories that can no longer be restored goes from
+    their history, and each person's history keeps its newest MEMORY_HISTORY_MAX_EVENTS."""
+    return memory_history_prune()

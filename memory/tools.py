@@ -21,7 +21,14 @@ from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
 from infra.llm import LLMError
-from memory.drafts import MemoryChanged, MemoryDraft, MemoryNoRoom, MemoryWriteError, validate_draft
+from memory.drafts import (
+    MemoryChanged,
+    MemoryDraft,
+    MemoryNoRoom,
+    MemoryWriteError,
+    feedback_missing,
+    validate_draft,
+)
 from memory.embeddings import embed_memory, embed_query
 from memory.models import (
     KEY_MAX_CHARS,
@@ -34,6 +41,8 @@ from memory.models import (
     Source,
     Tier,
 )
+from memory.overlaps import overlaps_record
+from memory.policy import PROTECTED_CATEGORIES
 from memory.proposals import proposal_make
 from memory.selectors import memories_by_keys, memories_by_similarity, memory_by_key
 from memory.services import memory_delete, memory_save
@@ -262,10 +271,12 @@ def _save_memory(
         ),
         now=now,
     )
+    _require_feedback_shape(draft)
     existing = memory_by_key(user=context.user, key=key)
     if existing is not None and existing.is_protected:
         return _propose(context, existing, MemoryProposal.Kind.UPDATE, draft, reason="the coach saved new text")
     embedding = embed_memory(summary=draft.summary, content=draft.content)
+    safety = draft.category in PROTECTED_CATEGORIES
     # Similarity is a flag, not a verdict: after one, the model may say the facts differ.
     answered = bool(keep_separate) and key in context.flagged_keys
     similar = (
@@ -283,7 +294,7 @@ def _save_memory(
             if s.similarity >= settings.MEMORY_DEDUP_THRESHOLD
         ]
     )
-    if similar:
+    if similar and not safety:
         context.duplicate_keys.update(s.memory.key for s in similar)
         context.flagged_keys.add(key)
         return {
@@ -320,6 +331,15 @@ def _save_memory(
     result: dict[str, Any] = {"status": "saved", "key": outcome.memory.key, "created": outcome.created}
     if outcome.memory.key != key:
         result["note"] = f"kept under the neutral key {outcome.memory.key!r}: safety notes are never named by text"
+    if similar:
+        # Safety is never held back as a near-copy (seed 000: too much is wasteful, never
+        # wrong); the person is offered the pair to merge, and the model told of it.
+        overlaps_record(user=context.user, memory=outcome.memory, similar=similar)
+        result["overlaps"] = [{"key": s.memory.key, "summary": s.memory.summary} for s in similar]
+        result["overlap_note"] = (
+            "saved all the same, as safety notes are never held back; it reads like the memories above, "
+            "which the person will be offered to merge"
+        )
     return result
 
 
@@ -349,6 +369,7 @@ def _update_memory(
     if "due_at" in (clear or ()):
         draft = replace(draft, due_at=None)
     draft = validate_draft(draft, now=timezone.now(), due_may_be_past=due_at is None)
+    _require_feedback_shape(draft)
     if draft == current:
         return {"status": "unchanged", "key": key}
     if memory.is_protected:
@@ -424,6 +445,13 @@ def _full(memory: Memory) -> dict[str, Any]:
         "status": memory.status or None,
         "updated_at": memory.updated_at.date().isoformat(),
     }
+
+
+def _require_feedback_shape(draft: MemoryDraft) -> None:
+    if missing := feedback_missing(draft):
+        raise ToolRefusal(
+            "a feedback memory holds the rule, then " + " and ".join(missing) + "; add them to `content` and save again"
+        )
 
 
 def _propose(

@@ -237,6 +237,44 @@ def _intention(sentence: str, today: date) -> Found | None:
     return Found(clause_start, note)
 
 
+# Intentions without a date ------------------------------------------------------------
+
+SOME_DAY = re.compile(
+    r"\b(?:at some point|some day|someday|one day|later on|another time|down the line|when there's time"
+    r"|(?:come|get|go) back to)\b",
+    re.IGNORECASE,
+)
+INTENDING = re.compile(r"\b(?:let's|lets|let us|i'd like to|i want to|i'll|i will|we should|i should)\b", re.IGNORECASE)
+TOPIC_KEY_WORDS = 2
+INTENT_VERBS = frozenset({"work", "look", "talk", "think", "try", "do", "get", "go", "come", "back", "lets"})
+
+
+def _undated_intention(sentence: str, today: date) -> Found | None:
+    """ "Let's come back to my pacing at some point": something to bring up next time."""
+    if find_due_date(sentence, today) is not None or PAST.search(sentence):
+        return None
+    some_day = SOME_DAY.search(sentence)
+    intending = INTENDING.search(sentence)
+    if some_day is None or intending is None:
+        return None
+    # The topic is what is left once the "some day" and the "let's" are taken out.
+    rest = INTENDING.sub(" ", SOME_DAY.sub(" ", sentence))
+    topic = [word for word in re.findall(r"[\w-]+", rest.lower()) if word not in STOP_WORDS | INTENT_VERBS]
+    if not topic:
+        return None
+    start = intending.start()
+    summary = summarise_clause(sentence[start:])
+    note = Note(
+        slug([*topic[-TOPIC_KEY_WORDS:], "later"]),
+        PROSPECTIVE,
+        "project",
+        clip(summary),
+        f"{as_sentence(third_person(sentence))}\nNo date: bring it up at the next conversation.",
+        None,
+    )
+    return Found(start, note)
+
+
 RECOGNISERS: tuple[Recogniser, ...] = (
     injury,
     allergy,
@@ -246,4 +284,5 @@ RECOGNISERS: tuple[Recogniser, ...] = (
     _goal,
     _coaching_style,
     _intention,
+    _undated_intention,
 )

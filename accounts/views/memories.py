@@ -27,10 +27,12 @@ from accounts.selectors import (
 from accounts.views.partials import HtmxHttpRequest, wants_partial
 from memory.drafts import MemoryInvalid, MemoryNotFound, MemoryNotRestorable, ProposalDecided, ProposalOutdated
 from memory.models import Memory
+from memory.overlaps import overlap_dismiss, overlap_merge
 from memory.proposals import proposal_confirm, proposal_reject
 from memory.selectors import (
     memory_history_for_user,
     memory_list_for_user,
+    overlaps_for_user,
     proposals_for_user,
     recently_forgotten_for_user,
 )
@@ -265,6 +267,40 @@ def proposal_reject_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         return HttpResponse("")
     messages.success(request, "Turned down. The memory stays as it was.")
     return redirect("memories")
+
+
+@login_required
+@require_POST
+def overlap_merge_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """Fold two memories that read alike into one, which becomes the person's own."""
+    overlap = get_object_or_404(overlaps_for_user(user=request.user), pk=pk)
+    try:
+        kept = overlap_merge(user=request.user, overlap_id=overlap.pk)
+    except MemoryNotFound as error:
+        if wants_partial(request):
+            context = {"overlap_id": overlap.pk, "message": str(error)}
+            return render(request, "accounts/memories.html#overlap_done", context, status=409)
+        messages.error(request, str(error))
+        return redirect(reverse("memories") + "#overlaps")
+    gone = overlap.other_id if kept.pk == overlap.memory_id else overlap.memory_id
+    if wants_partial(request):
+        context = {"overlap_id": overlap.pk, "row": memory_row(kept), "gone": gone, "message": "Merged into one."}
+        return render(request, "accounts/memories.html#overlap_done", context)
+    messages.success(request, "Merged into one memory, kept for good.")
+    return redirect(_memory_anchor(kept.pk))
+
+
+@login_required
+@require_POST
+def overlap_dismiss_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """The two are different facts: keep both, and stop offering the pair."""
+    overlap = get_object_or_404(overlaps_for_user(user=request.user), pk=pk)
+    overlap_dismiss(user=request.user, overlap_id=overlap.pk)
+    if wants_partial(request):
+        context = {"overlap_id": overlap.pk, "message": "Kept both."}
+        return render(request, "accounts/memories.html#overlap_done", context)
+    messages.success(request, "Kept both.")
+    return redirect(reverse("memories") + "#overlaps")
 
 
 @login_required

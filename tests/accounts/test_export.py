@@ -23,7 +23,7 @@ from accounts.models import LoginSession, User
 from coach.models import ChatSession, Message
 from emails.models import Email, WeeklyEpisodeRequest
 from memory.drafts import MemoryDraft
-from memory.models import Memory
+from memory.models import Memory, MemoryOverlap
 from memory.proposals import proposal_make
 from memory.services import memory_delete, memory_save
 from tests.conftest import PASSWORD, make_user
@@ -132,6 +132,8 @@ def the_rest(user: User) -> None:
     user.groups.add(Group.objects.create(name="staff"))
     user.user_permissions.add(Permission.objects.get(codename="view_memory"))
     WeeklyEpisodeRequest.objects.create(user=user, week_key="week-2026-48")
+    first, second = Memory.objects.filter(user=user)[:2]
+    MemoryOverlap.objects.create(user=user, memory=first, other=second, similarity=0.9)
 
 
 def keys_in(value: Any) -> set[str]:

@@ -128,6 +128,16 @@ def test_an_edit_page_without_htmx_is_a_whole_page(client: Client, user: User) -
     assert "<html" in html and "Edit a memory" in html and f'id="memory-{memory.pk}"' in html
 
 
+def test_an_intention_without_a_date_is_kept_for_the_next_conversation(
+    client: Client, user: User, model_server: ModelServer
+) -> None:
+    response = add(client, summary="Come back to my pacing", tier="prospective", category="project")
+
+    memory = Memory.objects.get(user=user)
+    assert (memory.tier, memory.due_at, memory.status) == ("prospective", None, "open")
+    assert "At your next conversation" in response.content.decode()
+
+
 @pytest.mark.parametrize(
     ("fields", "field", "message"),
     [
@@ -136,7 +146,6 @@ def test_an_edit_page_without_htmx_is_a_whole_page(client: Client, user: User) -
         ({"summary": "Fine", "content": "y" * 2001}, "content", "Keep the details to 2000 characters; they have 2001."),
         ({"summary": "Fine", "category": "cooking"}, "category", "“cooking” is not a category"),
         ({"summary": "Fine", "tier": "forever"}, "tier", "Choose profile, episodic or prospective."),
-        ({"summary": "Fine", "tier": "prospective"}, "due_date", "needs the date to bring it up"),
         ({"summary": "Fine", "tier": "prospective", "due_date": "soon"}, "due_date", "Give a date"),
     ],
 )
