@@ -9,6 +9,10 @@
 2. A model that takes 2 seconds to stream each reply, and `--streams` conversations at
    once against one uvicorn process: all must complete; the figure is how long the app
    takes to pass on the first words (the model sends them at once).
+3. Reload to first word: replies being written, and readers arriving mid-reply (a reload,
+   a second tab) who must be shown the words so far; the time from the request to them.
+4. `--streams` replies read by two readers each through two uvicorn processes (one reader
+   on each, no sticky routing): all complete, each answered once.
 
 A benchmark, not a test: it prints a table.
 """
@@ -40,10 +44,10 @@ from django.utils import timezone  # noqa: E402
 
 from accounts.models import User  # noqa: E402
 from bench.queries import QueryCounter  # noqa: E402
-from coach.models import ChatSession  # noqa: E402
+from coach.models import ChatSession, Message  # noqa: E402
 from coach.services import message_post, session_start  # noqa: E402
 from infra import llm  # noqa: E402
-from memory.models import Memory  # noqa: E402
+from memory.models import Memory, key_digest  # noqa: E402
 from offline_coach import ModelServer, bag_of_words_embedding  # noqa: E402
 
 REPLY = "Good question. Let's keep it simple this week: three short sessions, and we review on Sunday."
@@ -75,6 +79,8 @@ def person(email: str, memories: int) -> User:
         Memory(
             user=user,
             key=f"m-{i}",
+            # bulk_create skips save(), which fills the keyed digest the key is found by.
+            key_digest=key_digest(user.pk, f"m-{i}"),
             tier="episodic",
             category="episode" if i < 14 else "habit",
             source="coach",
@@ -127,32 +133,49 @@ def measure_turns(server: ModelServer, memories: int, runs: int, queries: QueryC
     return {"p50": statistics.median(overheads), "p95": overheads[int(len(overheads) * 0.95) - 1], "queries": count}
 
 
-def measure_concurrent_streams(server: ModelServer, streams: int, ramp_seconds: float) -> dict:
-    """One uvicorn process; `streams` replies in flight together, each streamed by the model
-    over 2 s, the conversations opening evenly over `ramp_seconds` (0: all at once)."""
-    port = 8765
+def web_process(server: ModelServer, port: int) -> subprocess.Popen:
+    """A uvicorn process of the app, as production runs it; returns once it answers."""
     env = {
         **os.environ,
         "OPENAI_BASE_URL": server.base_url,
         "OPENAI_API_KEY": "bench",
         "LOG_LEVEL": "WARNING",
         "DJANGO_SETTINGS_MODULE": "coach.settings",
+        # A benchmark person reloads far more often than any limit lets a real one.
+        "COACH_MAX_OPEN_STREAMS": "100000",
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "coach.asgi:application", "--port", str(port), "--log-level", "warning"],
         env=env,
     )
-    base = f"http://127.0.0.1:{port}"
+    _wait_until_up(f"http://127.0.0.1:{port}/healthz")
+    return process
+
+
+def waiting_messages(prefix: str, count: int) -> list[tuple[str, str, Message]]:
+    """(reply path, session cookie, message) for `count` people with a message each, not yet
+    answered: the first reader to ask for its reply starts its turn."""
+    targets = []
+    for n in range(count):
+        user = person(f"{prefix}-{n}@example.com", 0)
+        session = session_start(user=user)
+        message = message_post(session=session, text=f"Plan my week, please ({n})", client_id=None)
+        client = Client()
+        client.force_login(user)
+        path = f"/chat/{session.pk}/messages/{message.pk}/reply"
+        targets.append((path, client.cookies["sessionid"].value, message))
+    return targets
+
+
+def measure_concurrent_streams(server: ModelServer, streams: int, ramp_seconds: float) -> dict:
+    """One uvicorn process; `streams` replies in flight together, each streamed by the model
+    over 2 s, the conversations opening evenly over `ramp_seconds` (0: all at once)."""
+    port = 8765
+    process = web_process(server, port)
     try:
-        _wait_until_up(base + "/healthz")
-        targets = []
-        for n in range(streams):
-            user = person(f"stream-{n}@example.com", 0)
-            session = session_start(user=user)
-            message = message_post(session=session, text=f"Plan my week, please ({n})", client_id=None)
-            client = Client()
-            client.force_login(user)
-            targets.append((f"{base}/chat/{session.pk}/messages/{message.pk}/reply", client.cookies["sessionid"].value))
+        targets = [
+            (f"http://127.0.0.1:{port}{path}", cookie) for path, cookie, _ in waiting_messages("stream", streams)
+        ]
         words = REPLY.split(" ")
         for _ in range(streams):
             # The first words go out at once; the rest take the model 2 seconds.
@@ -182,6 +205,75 @@ def measure_concurrent_streams(server: ModelServer, streams: int, ramp_seconds: 
         "first_p95": firsts[int(len(firsts) * 0.95) - 1],
         "wall": wall,
         "app_cpu": app_cpu,
+    }
+
+
+def measure_reload(server: ModelServer, replies: int, readers: int) -> dict:
+    """`replies` being written slowly (20 s each) in one uvicorn process; `readers` arrive
+    one after another mid-reply, as reloads and second tabs do, each leaving at its first
+    words: the time from asking to seeing the words so far."""
+    port = 8765
+    process = web_process(server, port)
+    try:
+        targets = waiting_messages("reload", replies)
+        for _ in targets:
+            server.queue_text(" ".join(["word"] * 200), chunk_delay_seconds=0.1)
+        started = {
+            "port": port,
+            "gap": 0.01,
+            "first_words": "^event: text",
+            "hang_up_at_first_words": True,
+            "requests": [
+                {"method": "GET", "path": path, "headers": {"Cookie": f"sessionid={cookie}"}}
+                for path, cookie, _ in targets
+            ],
+        }
+        _follow_in_own_process(started)
+        plan = {**started, "gap": 0.02, "requests": [started["requests"][n % replies] for n in range(readers)]}
+        firsts = sorted(first * 1000 for first, _, _ in _follow_in_own_process(plan))
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    return {"p50": statistics.median(firsts), "p95": firsts[int(len(firsts) * 0.95) - 1]}
+
+
+def measure_two_processes(server: ModelServer, replies: int, ramp_seconds: float) -> dict:
+    """`replies` 2-second replies, each read by one reader on each of two uvicorn processes."""
+    ports = (8765, 8766)
+    processes = [web_process(server, port) for port in ports]
+    try:
+        targets = waiting_messages("pair", replies)
+        words = REPLY.split(" ")
+        requests_before = len(server.chat_requests())
+        for _ in targets:
+            server.queue_text(REPLY, chunk_delay_seconds=STREAM_SECONDS / len(words))
+        plan = {
+            "port": ports[0],
+            "gap": ramp_seconds / (2 * replies),
+            "first_words": "^event: text",
+            "requests": [
+                {"method": "GET", "path": path, "headers": {"Cookie": f"sessionid={cookie}"}, "port": port}
+                for path, cookie, _ in targets
+                for port in ports
+            ],
+        }
+        began = time.perf_counter()
+        results = _follow_in_own_process(plan)
+        wall = time.perf_counter() - began
+    finally:
+        for process in processes:
+            process.terminate()
+            process.wait(timeout=10)
+    firsts = sorted(first * 1000 for first, _, _ in results)
+    answers = Message.objects.filter(reply_to__in=[message for _, _, message in targets], status="complete")
+    return {
+        "completed": sum(done for _, _, done in results),
+        "readers": len(results),
+        "answered_once": answers.count() == replies == answers.values("reply_to").distinct().count(),
+        "model_asked": len(server.chat_requests()) - requests_before,
+        "first_p50": statistics.median(firsts),
+        "first_p95": firsts[int(len(firsts) * 0.95) - 1],
+        "wall": wall,
     }
 
 
@@ -247,15 +339,20 @@ def main() -> None:
         default=STREAM_SECONDS,
         help="open the conversations evenly over this time (default: one reply's 2 s, so all overlap); 0 at once",
     )
+    parser.add_argument("--readers", type=int, default=200, help="readers arriving mid-reply, for the reload figure")
     args = parser.parse_args()
 
     server = ModelServer(scripted=True).start()
     settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY = server.base_url, "bench"
     settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]
+    # One benchmark person sends hundreds of messages a minute; the limits are for people.
+    settings.COACH_MESSAGES_PER_MINUTE = settings.COACH_MAX_OPEN_STREAMS = 10**6
     queries, clock = QueryCounter(), ModelClock()
     turns = {memories: measure_turns(server, memories, args.runs, queries, clock) for memories in (0, 74)}
     streams = measure_concurrent_streams(server, args.streams, args.ramp_seconds)
     model = model_alone(server, args.streams, args.ramp_seconds)
+    reload = measure_reload(server, replies=10, readers=args.readers)
+    pair = measure_two_processes(server, args.streams, args.ramp_seconds)
     server.stop()
 
     print()
@@ -279,7 +376,20 @@ def main() -> None:
         f"{streams['first_p95'] - model['first_p95']:.1f} | |"
     )
     print(
-        f"\n{streams['completed']} of {args.streams} streams completed in {streams['wall']:.1f} s in all; "
+        f"| reload to first word, {args.readers} readers arriving mid-reply (ms) | {reload['p50']:.1f} "
+        f"| {reload['p95']:.1f} | |"
+    )
+    print(
+        f"| {args.streams} replies, 2 readers each through 2 uvicorn processes: time to first words (ms) | "
+        f"{pair['first_p50']:.1f} | {pair['first_p95']:.1f} | |"
+    )
+    print(
+        f"\nTwo processes: {pair['completed']} of {pair['readers']} readers saw their reply done in "
+        f"{pair['wall']:.1f} s; the model was asked {pair['model_asked']} times for {args.streams} replies; "
+        f"each answered once: {pair['answered_once']}"
+    )
+    print(
+        f"{streams['completed']} of {args.streams} streams completed in {streams['wall']:.1f} s in all; "
         f"the uvicorn process used {streams['app_cpu']:.1f} s of CPU "
         f"({streams['app_cpu'] * 1000 / args.streams:.0f} ms a turn)"
     )

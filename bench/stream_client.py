@@ -2,11 +2,13 @@
 
     python bench/stream_client.py < plan.json > results.json
 
-The plan: {"port": 8765, "gap": 0.02, "first_words": "<regex>", "requests": [{"method":
-"GET", "path": "...", "headers": {...}, "body": "..."}, ...]}. Request n starts n * gap
-seconds in. For each, the result is [seconds to the first line matching `first_words`
-(the first words, not an empty opening event), seconds to the end, whether it ended
-well]. Its own process, so the benchmark's other threads (the model server) do not share
+The plan: {"port": 8765, "gap": 0.02, "first_words": "<regex>", "hang_up_at_first_words":
+false, "requests": [{"method": "GET", "path": "...", "headers": {...}, "body": "...",
+"port": 8766}, ...]}. Request n starts n * gap seconds in, on its own port if it names one.
+For each, the result is [seconds to the first line matching `first_words` (the first
+words, not an empty opening event), seconds to the end, whether it ended well (a done
+event)]; with `hang_up_at_first_words`, a reader leaves once it has them, as a reload
+would. Its own process, so the benchmark's other threads (the model server) do not share
 its interpreter lock and skew what it measures.
 """
 
@@ -19,9 +21,12 @@ import sys
 import time
 
 END_MARKERS = (b"event: done", b"data: [DONE]")
+FAILED_MARKERS = (b"event: failed", b"event: stopped")
 
 
-async def follow(port: int, request: dict, delay: float, first_words: re.Pattern[bytes]) -> tuple[float, float, bool]:
+async def follow(
+    port: int, request: dict, delay: float, first_words: re.Pattern[bytes], *, hang_up: bool
+) -> tuple[float, float, bool]:
     await asyncio.sleep(delay)
     began = time.perf_counter()
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -33,8 +38,13 @@ async def follow(port: int, request: dict, delay: float, first_words: re.Pattern
     while line := await reader.readline():
         if first is None and first_words.search(line):
             first = time.perf_counter() - began
+            if hang_up:
+                ended = True
+                break
         if line.startswith(END_MARKERS):
             ended = True
+            break
+        if line.startswith(FAILED_MARKERS):
             break
     writer.close()
     return (first if first is not None else float("inf")), time.perf_counter() - began, ended
@@ -43,7 +53,16 @@ async def follow(port: int, request: dict, delay: float, first_words: re.Pattern
 async def follow_all(plan: dict) -> list[tuple[float, float, bool]]:
     first_words = re.compile(plan["first_words"].encode())
     return await asyncio.gather(
-        *(follow(plan["port"], request, n * plan["gap"], first_words) for n, request in enumerate(plan["requests"]))
+        *(
+            follow(
+                request.get("port", plan["port"]),
+                request,
+                n * plan["gap"],
+                first_words,
+                hang_up=plan.get("hang_up_at_first_words", False),
+            )
+            for n, request in enumerate(plan["requests"])
+        )
     )
 
 

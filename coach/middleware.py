@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from asgiref.sync import iscoroutinefunction
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.middleware.csp import get_nonce
 from django.utils.decorators import sync_and_async_middleware
@@ -37,3 +38,43 @@ def _generate(request: HttpRequest) -> None:
     nonce = get_nonce(request)
     if nonce is not None:
         str(nonce)
+
+
+@sync_and_async_middleware
+def request_body_within_limit(get_response: Callable[[HttpRequest], HttpResponse]) -> Callable:
+    """Refuse a form body over DATA_UPLOAD_MAX_MEMORY_SIZE with a 413 that says what to do.
+
+    Django would find out only when a middleware first reads the form (the CSRF check) and
+    answer a bare 400, which a page cannot explain. The app takes no uploads, so every
+    body is held to the limit by its declared length.
+    """
+
+    if iscoroutinefunction(get_response):
+
+        async def async_middleware(request: HttpRequest) -> HttpResponse:
+            return _too_large(request) or await get_response(request)
+
+        return async_middleware
+
+    def middleware(request: HttpRequest) -> HttpResponse:
+        return _too_large(request) or get_response(request)
+
+    return middleware
+
+
+def _too_large(request: HttpRequest) -> HttpResponse | None:
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    if limit is None:
+        return None
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return None
+    if length <= limit:
+        return None
+    return HttpResponse(
+        f"That is too much to send at once: a message can be up to {settings.COACH_MAX_MESSAGE_CHARS:,} "
+        "characters. Try splitting it.",
+        status=413,
+        content_type="text/plain; charset=utf-8",
+    )

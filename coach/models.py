@@ -48,9 +48,11 @@ class Message(models.Model):
         ANSWERING = "answering"
         ANSWERED = "answered"
         FAILED = "failed"
-        # A reply: whole, or cut off part-way (never passed off as whole).
+        # A reply: whole, cut off part-way (never passed off as whole), or stopped by the
+        # person part-way.
         COMPLETE = "complete"
         INTERRUPTED = "interrupted"
+        STOPPED = "stopped"
 
     session = models.ForeignKey(ChatSession, on_delete=models.DB_CASCADE, related_name="messages")
     role = models.CharField(max_length=16, choices=Role.choices)
@@ -62,12 +64,24 @@ class Message(models.Model):
     client_id = models.UUIDField(null=True, blank=True)
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # For a person's message: when a turn took it to answer. The sweeper judges a turn by
+    # this, never by when the message was written (a retry is a new claim).
+    claimed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["session", "client_id"], name="message_client_id_once_per_session")
         ]
-        indexes = [models.Index(fields=["session", "created_at"])]
+        indexes = [
+            models.Index(fields=["session", "created_at"]),
+            # The few messages waiting for, or getting, a reply: what the sweeper and the
+            # per-person limit on turns at once look for, among all messages ever sent.
+            models.Index(
+                fields=["status", "claimed_at"],
+                condition=models.Q(status__in=["pending", "answering"]),
+                name="message_unanswered",
+            ),
+        ]
         ordering = ["created_at", "pk"]
 
     def __str__(self) -> str:

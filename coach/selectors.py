@@ -42,3 +42,10 @@ def summarised_sessions_between(*, user: User, start: datetime, end: datetime) -
             user=user, summarised_at__isnull=False, last_message_at__gte=start, last_message_at__lt=end
         ).order_by("last_message_at", "pk")
     )
+
+
+def running_turns_of(*, user: User) -> int:
+    """How many of the person's messages are waiting for, or getting, a reply now."""
+    return Message.objects.filter(
+        session__user=user, role=Message.Role.USER, status__in=[Message.Status.PENDING, Message.Status.ANSWERING]
+    ).count()

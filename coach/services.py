@@ -1,7 +1,9 @@
-"""Chat writes: sessions, a person's messages (saved before any model call), replies.
+"""Chat writes: sessions, a person's messages (saved before any model call), the claim on
+a turn, replies, and the sweep that ends turns whose process died.
 
 A person's message is committed before the model is ever called, so whatever happens
-to the model, what they wrote is kept. A reply is saved whole, or marked interrupted.
+to the model, what they wrote is kept. A reply is saved whole, or marked interrupted (cut
+off) or stopped (by the person); the message it answers always ends answered or failed.
 """
 
 from __future__ import annotations
@@ -11,9 +13,11 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
+from coach.conversation import Conversation, conversation_for_turn
 from coach.models import TITLE_MAX_CHARS, ChatSession, Message
 
 if TYPE_CHECKING:
@@ -22,20 +26,38 @@ if TYPE_CHECKING:
 # The same text sent again this soon, while the first is still unanswered, is one message
 # sent twice (two clicks, two tabs), not two messages.
 DUPLICATE_WINDOW_SECONDS = 60
+# Past its deadline a turn ends itself; the sweeper leaves it this much longer to say so.
+TURN_GRACE_SECONDS = 30
 
 
 class MessageRejected(Exception):
     """A message that cannot be sent; the text is shown to the person."""
 
 
+class TurnLost(Exception):
+    """A turn tried to finish a message it no longer holds (swept, or answered meanwhile)."""
+
+
 def session_start(
-    *, user: User, first_message: str = "", client_id: uuid.UUID | None = None, now: datetime | None = None
+    *, user: User, first_message: str | None = None, client_id: uuid.UUID | None = None, now: datetime | None = None
 ) -> ChatSession:
-    """A new conversation, with its first message if one was written (both or neither)."""
+    """A new conversation with its first message (both or neither; an empty one only when
+    no message is given at all, as the app's own code does).
+
+    Idempotent by `client_id`: the same submission twice (a double click, a retried
+    request) is the conversation the first one started, not a second one."""
     now = now or timezone.now()
+    if first_message is not None:
+        _check_text(first_message)
     with transaction.atomic():
+        # Serialises this person's new conversations, so two submissions cannot both start one.
+        get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("pk", flat=True).get()
+        if client_id is not None and (
+            earlier := Message.objects.filter(session__user=user, client_id=client_id).select_related("session").first()
+        ):
+            return earlier.session
         session = ChatSession.objects.create(user=user, created_at=now, last_message_at=now)
-        if first_message.strip():
+        if first_message is not None:
             message_post(session=session, text=first_message, client_id=client_id, now=now)
     return session
 
@@ -45,14 +67,7 @@ def message_post(
 ) -> Message:
     """Store what the person wrote, once, before anything else happens."""
     now = now or timezone.now()
-    text = text.strip()
-    if not text:
-        raise MessageRejected("Write something first: the message is empty.")
-    if len(text) > settings.COACH_MAX_MESSAGE_CHARS:
-        raise MessageRejected(
-            f"That message is {len(text):,} characters; the most is {settings.COACH_MAX_MESSAGE_CHARS:,}. "
-            "Try splitting it in two."
-        )
+    text = _check_text(text)
     with transaction.atomic():
         # Serialises this session's submissions, so a double submit cannot slip through.
         session = ChatSession.objects.select_for_update().get(pk=session.pk)
@@ -84,33 +99,58 @@ def message_post(
     return message
 
 
-def turn_claim(*, message: Message) -> bool:
+def turn_claim(*, message: Message, now: datetime | None = None) -> bool:
     """Take the right to answer a message. Only one turn may run per message: a second
-    stream for it (a reconnect, another tab) gets False."""
+    start for it (a reload, another tab, another process) gets False."""
     claimed = Message.objects.filter(pk=message.pk, status=Message.Status.PENDING).update(
-        status=Message.Status.ANSWERING, error=""
+        status=Message.Status.ANSWERING, error="", claimed_at=now or timezone.now()
     )
     return claimed == 1
 
 
+def turn_begin(*, user_id: int, message_id: int, now: datetime) -> tuple[User, Message, Conversation] | None:
+    """Claim the person's message and assemble what the model is sent, in one transaction:
+    a claim whose conversation could not be assembled is not left standing. None when the
+    message is not theirs, not waiting, or another turn has it."""
+    with transaction.atomic():
+        message = (
+            Message.objects.select_related("session__user")
+            .filter(pk=message_id, role=Message.Role.USER, session__user_id=user_id)
+            .first()
+        )
+        if message is None or not turn_claim(message=message, now=now):
+            return None
+        user = message.session.user
+        conversation = conversation_for_turn(user=user, message=message, now=now)
+    return user, message, conversation
+
+
 def reply_save(*, message: Message, text: str, now: datetime | None = None) -> Message:
-    """The whole reply; the message it answers is answered."""
+    """The whole reply; the message it answers is answered. Applies only while the turn
+    still holds the message (a sweeper may have failed a turn that overran)."""
     now = now or timezone.now()
     with transaction.atomic():
+        held = Message.objects.filter(pk=message.pk, status=Message.Status.ANSWERING).update(
+            status=Message.Status.ANSWERED, error=""
+        )
+        if not held:
+            raise TurnLost(f"message {message.pk} is no longer being answered by this turn")
         reply = _reply_create(message, text=text, status=Message.Status.COMPLETE, now=now)
-        Message.objects.filter(pk=message.pk).update(status=Message.Status.ANSWERED, error="")
         ChatSession.objects.filter(pk=message.session_id).update(last_message_at=now, updated_at=now)
     return reply
 
 
-def reply_fail(*, message: Message, error: str, partial_text: str = "", now: datetime | None = None) -> None:
+def reply_fail(*, message_id: int, error: str, partial_text: str = "", now: datetime | None = None) -> None:
     """The turn failed: keep the message (to retry), and any part of the reply, marked
     as interrupted so it is never taken for a whole one."""
     now = now or timezone.now()
     with transaction.atomic():
-        if partial_text.strip():
+        message = Message.objects.filter(pk=message_id).first()
+        failed = Message.objects.filter(
+            pk=message_id, status__in=[Message.Status.PENDING, Message.Status.ANSWERING]
+        ).update(status=Message.Status.FAILED, error=error)
+        if message is not None and failed and partial_text.strip():
             _reply_create(message, text=partial_text, status=Message.Status.INTERRUPTED, now=now)
-        Message.objects.filter(pk=message.pk).update(status=Message.Status.FAILED, error=error)
 
 
 def message_retry(*, message: Message) -> bool:
@@ -118,11 +158,44 @@ def message_retry(*, message: Message) -> bool:
     a part-reply from the failed attempt is dropped, since a new one replaces it."""
     with transaction.atomic():
         reset = Message.objects.filter(pk=message.pk, status=Message.Status.FAILED).update(
-            status=Message.Status.PENDING, error=""
+            status=Message.Status.PENDING, error="", claimed_at=None
         )
         if reset:
             Message.objects.filter(reply_to=message, status=Message.Status.INTERRUPTED).delete()
     return reset == 1
+
+
+def reply_stop(*, message: Message, partial_text: str, now: datetime | None = None) -> Message | None:
+    """The person stopped the reply: what was written so far is kept, marked stopped, and
+    their message counts as answered (they may simply ask again)."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        answered = Message.objects.filter(pk=message.pk, status=Message.Status.ANSWERING).update(
+            status=Message.Status.ANSWERED, error=""
+        )
+        if not answered or not partial_text.strip():
+            return None
+        reply = _reply_create(message, text=partial_text.strip(), status=Message.Status.STOPPED, now=now)
+        ChatSession.objects.filter(pk=message.session_id).update(last_message_at=now, updated_at=now)
+    return reply
+
+
+def turns_sweep(*, now: datetime | None = None) -> int:
+    """End every turn whose process died: failed and retryable, the message kept.
+
+    A turn never runs past COACH_TURN_DEADLINE_SECONDS from its claim, so one still
+    answering a grace period after that lost its process; a message still waiting that
+    long after it was written never got a turn at all. Judged by the claim, so a retry of
+    an old message is a fresh turn. Returns how many were ended."""
+    now = now or timezone.now()
+    overdue = now - timedelta(seconds=settings.COACH_TURN_DEADLINE_SECONDS + TURN_GRACE_SECONDS)
+    stale_answering = Message.objects.filter(status=Message.Status.ANSWERING, claimed_at__lt=overdue).update(
+        status=Message.Status.FAILED, error="the turn stopped with its process"
+    )
+    never_started = Message.objects.filter(
+        role=Message.Role.USER, status=Message.Status.PENDING, created_at__lt=overdue
+    ).update(status=Message.Status.FAILED, error="no turn started for it")
+    return stale_answering + never_started
 
 
 def session_end(*, session: ChatSession, now: datetime | None = None) -> bool:
@@ -150,6 +223,18 @@ def sessions_end_idle(*, now: datetime | None = None) -> int:
 
 def session_summary_save(*, session: ChatSession, summary: str, now: datetime | None = None) -> None:
     ChatSession.objects.filter(pk=session.pk).update(summary=summary, summarised_at=now or timezone.now())
+
+
+def _check_text(text: str) -> str:
+    text = text.strip()
+    if not text:
+        raise MessageRejected("Write something first: the message is empty.")
+    if len(text) > settings.COACH_MAX_MESSAGE_CHARS:
+        raise MessageRejected(
+            f"That message is {len(text):,} characters; the most is {settings.COACH_MAX_MESSAGE_CHARS:,}. "
+            "Try splitting it in two."
+        )
+    return text
 
 
 def _reply_create(message: Message, *, text: str, status: str, now: datetime) -> Message:

@@ -79,6 +79,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Before anything reads the body: an oversized form gets a 413 that explains itself.
+    "coach.middleware.request_body_within_limit",
     # Static files, served by the app itself; async, so a request does not change threads.
     "servestatic.middleware.ServeStaticMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
@@ -94,6 +96,9 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "coach.urls"
+# The largest form body taken in (a message of COACH_MAX_MESSAGE_CHARS, percent-encoded, is
+# far below it); past it the request_body_within_limit middleware answers 413.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 512 * 1024
 WSGI_APPLICATION = "coach.wsgi.application"
 ASGI_APPLICATION = "coach.asgi.application"
 
@@ -132,7 +137,7 @@ DATABASES["default"].setdefault("OPTIONS", {}).update(
             "min_size": 1,
             "max_size": env_int("DATABASE_POOL_MAX_SIZE", default=20),
             # A request that cannot get a connection this soon fails rather than hangs.
-            "timeout": 10,
+            "timeout": env_float("DATABASE_POOL_TIMEOUT_SECONDS", default=10.0),
         },
         # An unreachable database fails in seconds, not after the OS's TCP timeout.
         "connect_timeout": 5,
@@ -233,6 +238,9 @@ EMAIL_NUDGE_PLANNING_MINUTES = (5, 20, 35, 50)
 CELERY_BEAT_SCHEDULE: dict[str, dict] = {
     # Sessions idle for COACH_SESSION_IDLE_MINUTES are ended and summarised.
     "end-idle-sessions": {"task": "coach.tasks.end_idle_sessions", "schedule": 300.0},
+    # Every half minute: a turn whose web process died (past its deadline, still
+    # "answering") is ended failed and retryable.
+    "sweep-stale-turns": {"task": "coach.tasks.sweep_stale_turns", "schedule": 30.0, "options": {"expires": 25}},
     # Every quarter hour: people with an intention coming up within MEMORY_PROSPECTIVE_LEAD_DAYS
     # are asked how it is going, if it is a good time to write to them.
     "plan-check-ins": {
@@ -323,6 +331,17 @@ COACH_MAX_MESSAGE_CHARS = env_int("COACH_MAX_MESSAGE_CHARS", default=4000)
 COACH_HISTORY_BUDGET_TOKENS = env_int("COACH_HISTORY_BUDGET_TOKENS", default=6000)
 # A session with no message for this long is ended and summarised.
 COACH_SESSION_IDLE_MINUTES = env_int("COACH_SESSION_IDLE_MINUTES", default=30)
+# The longest a turn may run, from its claim to its reply; past it, it ends failed and
+# retryable (the sweeper judges dead turns by it too).
+COACH_TURN_DEADLINE_SECONDS = env_int("COACH_TURN_DEADLINE_SECONDS", default=120)
+# The most a model may write in one answer (max_tokens on every call).
+COACH_MAX_TOKENS = env_int("COACH_MAX_TOKENS", default=1500)
+# What one person may ask of the chat: turns answering at once, messages a minute,
+# conversations started a minute, and replies followed at once (open streams).
+COACH_MAX_TURNS_AT_ONCE = env_int("COACH_MAX_TURNS_AT_ONCE", default=2)
+COACH_MESSAGES_PER_MINUTE = env_int("COACH_MESSAGES_PER_MINUTE", default=10)
+COACH_SESSIONS_PER_MINUTE = env_int("COACH_SESSIONS_PER_MINUTE", default=3)
+COACH_MAX_OPEN_STREAMS = env_int("COACH_MAX_OPEN_STREAMS", default=12)
 
 # Memory (DESIGN.md section 3). The ceilings are the eviction policy's; see memory/policy.py.
 MEMORY_MAX_STORED = env_int("MEMORY_MAX_STORED", default=60)

@@ -1,34 +1,36 @@
-"""Background work of the chat: ending idle sessions and summarising ended ones."""
+"""Background work of the chat: ending idle sessions, summarising ended ones, and ending
+turns whose process died."""
 
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
 
 from celery import Task, shared_task
-from django.utils import timezone
 
 from coach.models import ChatSession, Message
 from coach.selectors import session_messages
-from coach.services import session_summary_save, sessions_end_idle
+from coach.services import session_summary_save, sessions_end_idle, turns_sweep
 from infra import llm
 from infra.llm import LLMError
 from infra.prompts import prompt
 
 logger = logging.getLogger(__name__)
 RETRY_MAX_SECONDS = 600
-# A turn is over in seconds; one "being answered" for this long lost its process.
-STALE_TURN_MINUTES = 10
 
 
 @shared_task
 def end_idle_sessions() -> int:
     """Every few minutes: end the sessions nobody has written in for a while (each is then
-    summarised), and give back to the person any turn whose process died mid-answer."""
-    Message.objects.filter(
-        status=Message.Status.ANSWERING, created_at__lt=timezone.now() - timedelta(minutes=STALE_TURN_MINUTES)
-    ).update(status=Message.Status.FAILED, error="the turn stopped with its process")
+    summarised)."""
     return sessions_end_idle()
+
+
+@shared_task(ignore_result=True)
+def sweep_stale_turns() -> int:
+    """Every half minute: a turn still "answering" past its deadline lost its web process;
+    its message is handed back to the person, failed and retryable (never answered twice:
+    a retry is a new claim)."""
+    return turns_sweep()
 
 
 @shared_task(bind=True, acks_late=True, max_retries=5)

@@ -1,133 +1,183 @@
-"""One chat turn, after the person's message is saved.
+"""One chat turn: from a person's message, posted, to a reply saved, whatever happens.
 
-The context is assembled; the model is called with the memory tools and streams; its
-tool calls are applied in order and their results sent back, for at most
-COACH_MAX_TOOL_ROUNDS rounds (then it must answer in words); the reply is saved when
-whole. The memory work never shows: only the words are streamed to the browser.
+The turn starts when the message is posted, on the turns' own loop (coach/runner.py),
+whether or not a browser ever listens. It claims the message and assembles what the model
+is sent in one transaction; streams the model's answer with the memory tools offered; applies
+their calls in order between rounds, for at most COACH_MAX_TOOL_ROUNDS rounds (then it must
+answer in words); and saves the reply when whole. Every piece goes to the reply's Redis
+stream (coach/streams.py) as it comes, where any reader follows it: the words, and a quiet
+cue for each memory saved, changed or suggested (the memory work never shows in the words).
 
-The turn runs as its own task and reports through a queue, so a person who closes the
-tab mid-reply does not cut the reply short: it is completed and saved for their return.
+Every exit ends with one terminal event and state: done (the reply saved), stopped (the
+person stopped it; what was written is kept), or failed (retryable; a part-reply kept,
+marked interrupted). A turn never runs past COACH_TURN_DEADLINE_SECONDS; one whose
+process died is ended by the sweeper. No database connection is held while the model
+writes: each database step borrows one from the pool and gives it back.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from django.conf import settings
+from django.utils import timezone
 
-from coach.conversation import Conversation
-from coach.models import Message
+from coach import streams
 from coach.rendering import render_reply
-from coach.services import reply_fail, reply_save
+from coach.runner import run_in_background
+from coach.services import TurnLost, reply_fail, reply_save, reply_stop, turn_begin
 from infra import llm
 from infra.dbsteps import db_step
 from infra.llm import LLMError, ModelResponse, TextDelta
-from memory.tools import ToolContext, run_tool, tool_definitions
-
-if TYPE_CHECKING:
-    from accounts.models import User
+from memory.tool_schemas import tool_definitions
+from memory.tools import ToolContext, run_tool
 
 logger = logging.getLogger(__name__)
 
 FAILED_RETRYABLE = "Your coach couldn't answer just now. Your message is saved: try again in a moment."
 FAILED_FOR_GOOD = "Your coach couldn't answer this message. It is saved; if trying again fails too, we are on it."
+FAILED_TOO_SLOW = "Your coach took too long to answer. Your message is saved: try again in a moment."
+# How often a running turn looks for the person's Stop.
+STOP_CHECK_SECONDS = 0.25
+# Pieces of the reply arriving closer together than this are written to its stream together.
+COALESCE_SECONDS = 0.03
 
 
-@dataclass(frozen=True)
-class ReplyText:
-    """More of the reply's words."""
-
-    text: str
+class _Stopped(Exception):
+    """The person asked the turn to stop."""
 
 
-@dataclass(frozen=True)
-class ReplyDone:
-    reply_id: int
-    html: str
+def turn_start(*, user_id: int, message_id: int) -> concurrent.futures.Future[None]:
+    """Answer the message in the background; returns at once. If another turn already holds
+    the message (a reload, a second process), this one does nothing."""
+    return run_in_background(turn_run(user_id=user_id, message_id=message_id))
 
 
-@dataclass(frozen=True)
-class ReplyFailed:
-    message: str
-
-
-TurnEvent = ReplyText | ReplyDone | ReplyFailed
-
-# Turns still running after their stream closed: held here so they are not collected.
-_running: set[asyncio.Task[None]] = set()
-
-
-async def stream_turn(*, user: User, message: Message, conversation: Conversation) -> AsyncIterator[TurnEvent]:
-    """Run the turn that answers `message` (claimed by the caller, who also assembled the
-    conversation in the same database step) and follow it."""
-    events: asyncio.Queue[TurnEvent] = asyncio.Queue()
-    task = asyncio.create_task(_run_turn(user=user, message=message, conversation=conversation, emit=events.put_nowait))
-    _running.add(task)
-    task.add_done_callback(_running.discard)
-    while True:
-        event = await events.get()
-        yield event
-        if not isinstance(event, ReplyText):
-            return
+async def turn_run(*, user_id: int, message_id: int) -> None:
+    try:
+        begun = await db_step(turn_begin, user_id=user_id, message_id=message_id, now=timezone.now())
+    except Exception:
+        logger.exception("turn for message %s could not begin", message_id)
+        await _fail(message_id, error="could not prepare the turn", shown=FAILED_RETRYABLE, partial="")
+        return
+    if begun is None:
+        return
+    user, message, conversation = begun
+    words = _Words(message.pk)
+    context = ToolContext(user=user, time_zone=user.time_zone, session_id=message.session_id, message_id=message.pk)
+    try:
+        async with asyncio.timeout(settings.COACH_TURN_DEADLINE_SECONDS):
+            try:
+                await _converse(context, conversation.messages, words)
+            finally:
+                await words.settle()
+        if not words.text.strip():
+            raise LLMError("the model answered with no words", retryable=True)
+        reply = await db_step(reply_save, message=message, text=words.text.strip())
+    except _Stopped:
+        await db_step(reply_stop, message=message, partial_text=words.text)
+        await _append(message.pk, streams.STOPPED, {"html": render_reply(words.text) if words.text.strip() else ""})
+    except TimeoutError:
+        logger.warning("turn for message %s passed its deadline", message.pk)
+        await _fail(message.pk, error="the turn passed its deadline", shown=FAILED_TOO_SLOW, partial=words.text)
+    except LLMError as error:
+        logger.warning("turn for message %s failed: %s", message.pk, error)
+        shown = FAILED_RETRYABLE if error.retryable else FAILED_FOR_GOOD
+        await _fail(message.pk, error=str(error), shown=shown, partial=words.text)
+    except TurnLost:
+        logger.warning("turn for message %s lost its claim before saving", message.pk)
+        await _append(message.pk, streams.FAILED, {"message": FAILED_RETRYABLE})
+    except Exception:
+        # Whatever broke, the person's message must not be left "being answered" forever.
+        logger.exception("turn for message %s broke", message.pk)
+        await _fail(message.pk, error="internal error", shown=FAILED_FOR_GOOD, partial=words.text)
+    else:
+        await _append(message.pk, streams.DONE, {"html": render_reply(reply.content)})
 
 
 class _Words:
-    """The reply's words as they arrive; a later round's words start a new paragraph."""
+    """The reply's words as they arrive, sent on to the stream with the memory cues between
+    them; a later round's words start a new paragraph.
 
-    def __init__(self, emit: Callable[[TurnEvent], None]) -> None:
+    Pieces that come within COALESCE_SECONDS of the last write go out together, a moment
+    later: a fast model's burst is one write and one wake-up for each reader, not one per
+    token, while the first words of a pause still go out at once."""
+
+    def __init__(self, message_id: int) -> None:
+        self._message_id = message_id
         self._parts: list[str] = []
-        self._emit = emit
+        self._unsent: list[str] = []
         self._new_round = False
+        self._sent_any = False
+        self._last_write = 0.0
+        # Writes keep their order: a delayed write and the next one never overtake.
+        self._lock = asyncio.Lock()
+        self._timer: asyncio.TimerHandle | None = None
+        self._delayed: asyncio.Task[None] | None = None
 
     def next_round(self) -> None:
         self._new_round = bool(self._parts)
 
-    def add(self, text: str) -> None:
+    async def add(self, text: str) -> None:
         if self._new_round:
             text, self._new_round = "\n\n" + text.lstrip(), False
         self._parts.append(text)
-        self._emit(ReplyText(text))
+        self._unsent.append(text)
+        wait = self._last_write + COALESCE_SECONDS - time.monotonic()
+        if wait <= 0:
+            await self.flush()
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(wait, self._flush_later)
+
+    async def cue(self, change: dict[str, Any]) -> None:
+        await self.flush()
+        async with self._lock:
+            await self._send(streams.MEMORY, change)
+
+    async def flush(self) -> None:
+        """Send what is not sent yet."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        async with self._lock:
+            if self._unsent:
+                text, self._unsent = "".join(self._unsent), []
+                self._last_write = time.monotonic()
+                await self._send(streams.TEXT, {"text": text})
+
+    async def settle(self) -> None:
+        """Before the terminal event: everything written is in the stream, or given up on
+        (the terminal event carries the reply whole, and the database has it)."""
+        try:
+            await self.flush()
+        except Exception:
+            logger.warning("the last words of message %s could not reach its stream", self._message_id)
+
+    def _flush_later(self) -> None:
+        self._timer = None
+        self._delayed = asyncio.ensure_future(self.flush())
+
+    async def _send(self, kind: str, data: dict[str, Any]) -> None:
+        await streams.reply_append(self._message_id, kind, data, first=not self._sent_any)
+        self._sent_any = True
 
     @property
     def text(self) -> str:
         return "".join(self._parts)
 
 
-async def _run_turn(
-    *, user: User, message: Message, conversation: Conversation, emit: Callable[[TurnEvent], None]
-) -> None:
-    words = _Words(emit)
-    try:
-        await _converse(user=user, message=message, messages=conversation.messages, words=words)
-        if not words.text.strip():
-            raise LLMError("the model answered with no words", retryable=True)
-    except LLMError as error:
-        logger.warning("turn for message %s failed: %s", message.pk, error)
-        await db_step(reply_fail, message=message, error=str(error), partial_text=words.text)
-        emit(ReplyFailed(FAILED_RETRYABLE if error.retryable else FAILED_FOR_GOOD))
-        return
-    except Exception:
-        # Whatever broke, the person's message must not be left "being answered" forever.
-        logger.exception("turn for message %s broke", message.pk)
-        await db_step(reply_fail, message=message, error="internal error", partial_text=words.text)
-        emit(ReplyFailed(FAILED_FOR_GOOD))
-        return
-    reply = await db_step(reply_save, message=message, text=words.text.strip())
-    emit(ReplyDone(reply_id=reply.pk, html=render_reply(reply.content)))
-
-
-async def _converse(*, user: User, message: Message, messages: list[dict[str, Any]], words: _Words) -> None:
+async def _converse(context: ToolContext, messages: list[dict[str, Any]], words: _Words) -> None:
     """The model's rounds: words streamed as they come, tool calls applied in order between."""
-    context = ToolContext(user=user, time_zone=user.time_zone, session_id=message.session_id, message_id=message.pk)
     for round_number in range(settings.COACH_MAX_TOOL_ROUNDS + 1):
         # The last round offers no tools: the model has to answer in words.
         tools = tool_definitions() if round_number < settings.COACH_MAX_TOOL_ROUNDS else None
         words.next_round()
-        response = await _one_response(messages, tools=tools, on_text=words.add)
+        response = await _one_response(context.message_id, messages, tools=tools, on_text=words.add)
         if not response.tool_calls or tools is None:
             # Tool calls nobody offered are not run; without words, the turn fails.
             return
@@ -144,18 +194,52 @@ async def _converse(*, user: User, message: Message, messages: list[dict[str, An
         # In order, each seeing the one before: two near-identical saves in one response
         # meet the dedup check one after the other.
         for call in response.tool_calls:
+            seen = len(context.changes)
             result = await db_step(run_tool, context, call.name, call.arguments)
             messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+            for change in context.changes[seen:]:
+                await words.cue(change.cue())
 
 
 async def _one_response(
-    messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None, on_text: Callable[[str], None]
+    message_id: int | None,
+    messages: list[dict[str, Any]],
+    *,
+    tools: list[dict[str, Any]] | None,
+    on_text: Callable[[str], Awaitable[None]],
 ) -> ModelResponse:
     response: ModelResponse | None = None
+    # A Stop needs the turn's stream to show on first, so the first look is a moment in.
+    next_check = time.monotonic() + STOP_CHECK_SECONDS
     async for piece in llm.stream_chat(messages, tools=tools):
+        if message_id is not None and time.monotonic() >= next_check:
+            # The Stop may come from any web process: it is a flag in Redis, read a few
+            # times a second rather than for every token.
+            if await streams.stop_requested(message_id):
+                raise _Stopped
+            next_check = time.monotonic() + STOP_CHECK_SECONDS
         if isinstance(piece, TextDelta):
-            on_text(piece.text)
+            await on_text(piece.text)
         else:
             response = piece
     assert response is not None, "stream_chat always ends with the whole response"
     return response
+
+
+async def _fail(message_id: int, *, error: str, shown: str, partial: str) -> None:
+    """Record the failure, then tell the readers; each step is tried on its own, so a
+    database that is down still lets the browser hear the turn ended (the sweeper fixes
+    the record later)."""
+    try:
+        await db_step(reply_fail, message_id=message_id, error=error, partial_text=partial)
+    except Exception:
+        logger.exception("the failure of message %s could not be recorded", message_id)
+    await _append(message_id, streams.FAILED, {"message": shown})
+
+
+async def _append(message_id: int, kind: str, data: dict[str, Any]) -> None:
+    try:
+        await streams.reply_append(message_id, kind, data)
+    except Exception:
+        # Readers then learn the outcome from the database (they check it while they wait).
+        logger.exception("the %s event of message %s could not reach its stream", kind, message_id)

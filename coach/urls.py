@@ -3,17 +3,20 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import include, path
 
-from coach import views
+from coach.views import health, pages, streams
 
 urlpatterns = [
-    path("", views.chat, name="chat"),
-    path("chat/new", views.session_new, name="session_new"),
-    path("chat/<int:pk>/", views.session_page, name="session"),
-    path("chat/<int:pk>/messages", views.message_send, name="message_send"),
-    path("chat/<int:pk>/messages/<int:message_pk>/reply", views.reply_stream, name="reply_stream"),
-    path("chat/<int:pk>/messages/<int:message_pk>/retry", views.reply_retry, name="reply_retry"),
-    path("chat/<int:pk>/end", views.session_close, name="session_end"),
-    path("healthz", views.healthz, name="healthz"),
+    path("", pages.chat, name="chat"),
+    path("chat/new", pages.session_new, name="session_new"),
+    path("chat/<int:pk>/", pages.session_page, name="session"),
+    path("chat/<int:pk>/events", streams.session_events, name="session_events"),
+    path("chat/<int:pk>/messages", pages.message_send, name="message_send"),
+    path("chat/<int:pk>/messages/<int:message_pk>/", pages.exchange, name="exchange"),
+    path("chat/<int:pk>/messages/<int:message_pk>/reply", streams.reply_stream, name="reply_stream"),
+    path("chat/<int:pk>/messages/<int:message_pk>/retry", pages.reply_retry, name="reply_retry"),
+    path("chat/<int:pk>/messages/<int:message_pk>/stop", pages.reply_stop, name="reply_stop"),
+    path("chat/<int:pk>/end", pages.session_close, name="session_end"),
+    path("healthz", health.healthz, name="healthz"),
     path("accounts/", include("allauth.urls")),
     # String includes: the project wiring names each app's URLs without importing them.
     path("", include("accounts.urls")),

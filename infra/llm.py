@@ -16,6 +16,9 @@ from typing import Any
 
 import openai
 from django.conf import settings
+from django.db import connection
+
+from infra.dbsteps import release_connection
 
 # The offline coach and many local servers need no key, but the SDK insists on one.
 NO_KEY = "no-key-needed"
@@ -66,7 +69,12 @@ async def stream_chat(
     A stream that stops before saying it finished, or a tool call without a name, is an
     LLMError: a reply cut short is never passed on as if it were whole.
     """
-    arguments: dict[str, Any] = {"model": settings.COACH_MODEL, "messages": messages, "stream": True}
+    arguments: dict[str, Any] = {
+        "model": settings.COACH_MODEL,
+        "messages": messages,
+        "stream": True,
+        "max_tokens": settings.COACH_MAX_TOKENS,
+    }
     if tools:
         arguments["tools"] = tools
     text: list[str] = []
@@ -105,8 +113,11 @@ async def stream_chat(
 
 def complete(messages: list[dict[str, Any]]) -> str:
     """One whole answer, for background jobs (summaries, emails, episodes)."""
+    _off_the_database()
     try:
-        response = _client().chat.completions.create(model=settings.COACH_MODEL, messages=messages)
+        response = _client().chat.completions.create(
+            model=settings.COACH_MODEL, messages=messages, max_tokens=settings.COACH_MAX_TOKENS
+        )
     except openai.OpenAIError as error:
         raise as_llm_error(error) from error
     content = response.choices[0].message.content if response.choices else None
@@ -120,6 +131,7 @@ def embed(texts: list[str]) -> list[Embedding]:
     if not texts:
         return []
     model = settings.EMBEDDING_MODEL
+    _off_the_database()
     try:
         response = _client().embeddings.create(model=model, input=texts)
     except openai.OpenAIError as error:
@@ -128,6 +140,20 @@ def embed(texts: list[str]) -> list[Embedding]:
     if len(vectors) != len(texts):
         raise LLMError(f"asked for {len(texts)} embeddings, got {len(vectors)}", retryable=True)
     return [Embedding(vector=list(vector), model=model) for vector in vectors]
+
+
+class ModelCallInTransaction(RuntimeError):
+    """A model call from inside a database transaction: a bug in the caller."""
+
+
+def _off_the_database() -> None:
+    """Before waiting on the model: no transaction may be open (it would keep its locks and
+    its connection for as long as the model takes, up to LLM_TIMEOUT_SECONDS per try), and
+    this thread's connection goes back to the pool until the next query needs one. A test
+    case's own wrapping transaction does not count."""
+    if any(not block._from_testcase for block in connection.atomic_blocks):
+        raise ModelCallInTransaction("the model is never called inside a database transaction; call it first")
+    release_connection()
 
 
 def as_llm_error(error: openai.OpenAIError) -> LLMError:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
 from infra.admin import ReadOnlyAdmin
+from infra.llm import Embedding, LLMError
 from memory.drafts import MemoryDraft
+from memory.embeddings import embed_memory
 from memory.models import Memory, MemoryEvent, MemoryProposal
 from memory.services import memory_delete, memory_save
 
@@ -48,13 +50,34 @@ class MemoryAdmin(admin.ModelAdmin):
         # A memory's owner and name are fixed once it exists.
         return [*self.readonly_fields, *(["user", "key", "source"] if obj else [])]
 
+    def changeform_view(
+        self, request: HttpRequest, object_id: str | None = None, form_url: str = "", extra_context: Any = None
+    ) -> HttpResponse:
+        # The admin saves inside a transaction of its own; the embedding model is asked
+        # first, outside it, so no transaction waits on the network.
+        if request.method == "POST":
+            try:
+                request.memory_embedding = embed_memory(  # type: ignore[attr-defined]
+                    summary=request.POST.get("summary", ""), content=request.POST.get("content", "")
+                )
+            except LLMError as error:
+                self.message_user(
+                    request,
+                    f"Not saved: the embedding model could not be reached ({error}). Try again.",
+                    messages.ERROR,
+                )
+                return HttpResponseRedirect(request.get_full_path())
+        return super().changeform_view(request, object_id, form_url, extra_context)
+
     def save_model(self, request: HttpRequest, obj: Memory, form: Any, change: bool) -> None:
+        embedding: Embedding | None = getattr(request, "memory_embedding", None)
         outcome = memory_save(
             user=obj.user,
             draft=MemoryDraft.of(obj),
             source=obj.source,
             actor=MemoryEvent.Actor.ADMIN,
             reason=f"edited in the admin by {request.user}",
+            embedding=embedding,
         )
         obj.pk, obj.version = outcome.memory.pk, outcome.memory.version
 

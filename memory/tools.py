@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
-from datetime import datetime, time
-from functools import cache
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
@@ -31,128 +30,38 @@ from memory.drafts import (
 )
 from memory.embeddings import embed_memory, embed_query
 from memory.models import (
-    KEY_MAX_CHARS,
-    SUMMARY_MAX_CHARS,
-    Category,
     Memory,
     MemoryEvent,
     MemoryProposal,
-    ProspectiveStatus,
     Source,
-    Tier,
 )
 from memory.overlaps import overlaps_record
 from memory.policy import PROTECTED_CATEGORIES
 from memory.proposals import proposal_make
 from memory.selectors import memories_by_keys, memories_by_similarity, memory_by_key
 from memory.services import memory_delete, memory_save
+from memory.tool_schemas import (
+    DEDUP_CANDIDATES,
+    DEFAULT_DUE_TIME,
+    RECALL_MAX_KEYS,
+    WRITE_TOOLS,
+)
+from memory.tool_schemas import validators as schema_validators
 
 if TYPE_CHECKING:
     from accounts.models import User
 
-WRITE_TOOLS = frozenset({"save_memory", "update_memory", "delete_memory"})
-RECALL_MAX_KEYS = 10
-DEDUP_CANDIDATES = 3
-REASON_MAX_CHARS = 300
-QUERY_MAX_CHARS = 300
-DUE_AT_MAX_CHARS = 40
-# A date with no time means the morning of that day, on the person's own clock.
-DEFAULT_DUE_TIME = time(9, 0)
-# Fields update_memory can empty; null means "leave as it is", so emptying is explicit.
-CLEARABLE = ("due_at",)
 
+@dataclass(frozen=True)
+class MemoryChange:
+    """What a tool call did to the person's memory, for the chat's quiet cue."""
 
-def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
-    nullable = {**schema, "type": [schema["type"], "null"]}
-    if "enum" in schema:
-        nullable["enum"] = [*schema["enum"], None]
-    return nullable
+    action: str  # "saved", "updated", "proposed" or "deleted"
+    memory_id: int
+    summary: str
 
-
-def _object(properties: dict[str, Any]) -> dict[str, Any]:
-    # Strict: every property required (optional ones are nullable), nothing else allowed.
-    return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
-
-
-_KEY = {"type": "string", "description": "Short slug naming the memory, e.g. left-shoulder or talk-june."}
-_TIER = {"type": "string", "enum": Tier.values}
-_CATEGORY = {"type": "string", "enum": Category.values}
-_SUMMARY = {"type": "string", "description": f"One line for the index, at most {SUMMARY_MAX_CHARS} characters."}
-_DUE_AT = {"type": "string", "description": "ISO 8601 date or date-time; prospective memories only."}
-_REASON = {"type": "string", "description": f"Why, in a sentence the person could read ({REASON_MAX_CHARS} at most)."}
-
-
-def tool_definitions() -> list[dict[str, Any]]:
-    """The tools, in the Chat Completions format, with strict JSON schemas."""
-    content = {
-        "type": "string",
-        "description": f"The note itself, at most {settings.MEMORY_CONTENT_MAX_CHARS} characters. "
-        "A feedback memory: the rule, then a 'Why:' line and a 'How to apply:' line.",
-    }
-    specs = {
-        "save_memory": (
-            "Save something worth remembering about the person, one memory per topic. Saving an existing "
-            "key updates it. A save that looks like another memory is flagged and not saved; the result names "
-            "it, and you choose: merge into it with update_memory, replace it, skip, or, when the facts "
-            "differ (a talk in June and another in March), save again with keep_separate true. Safety notes "
-            "and what the person wrote are kept under a neutral key (allergy-1), which the result gives.",
-            _object(
-                {
-                    "key": _KEY,
-                    "tier": _TIER,
-                    "category": _CATEGORY,
-                    "summary": _SUMMARY,
-                    "content": content,
-                    "due_at": _nullable(_DUE_AT),
-                    "keep_separate": _nullable(
-                        {
-                            "type": "boolean",
-                            "description": "true only to answer a near-copy flag on this key in this turn: "
-                            "the facts differ, keep this as a memory of its own.",
-                        }
-                    ),
-                }
-            ),
-        ),
-        "update_memory": (
-            "Change a memory (merge new detail in, correct it, or mark a prospective memory done). "
-            "Null fields stay as they are; list in `clear` the fields to empty. Changes to protected "
-            "memories are sent to the person to confirm.",
-            _object(
-                {
-                    "key": _KEY,
-                    "summary": _nullable(_SUMMARY),
-                    "content": _nullable(content),
-                    "tier": _nullable(_TIER),
-                    "category": _nullable(_CATEGORY),
-                    "due_at": _nullable(_DUE_AT),
-                    "status": _nullable({"type": "string", "enum": ProspectiveStatus.values}),
-                    "clear": _nullable({"type": "array", "items": {"type": "string", "enum": list(CLEARABLE)}}),
-                    "reason": _REASON,
-                }
-            ),
-        ),
-        "delete_memory": (
-            "Remove a memory that turned out wrong or no longer applies. "
-            "Deleting a protected memory is sent to the person to confirm.",
-            _object({"key": _KEY, "reason": _REASON}),
-        ),
-        "search_memories": (
-            "Find the person's memories closest in meaning to a query, with their keys and summaries.",
-            _object({"query": {"type": "string"}, "limit": _nullable({"type": "integer"})}),
-        ),
-        "recall_memory": (
-            f"Open full notes by key (from the index), at most {RECALL_MAX_KEYS} at once.",
-            _object({"keys": {"type": "array", "items": {"type": "string"}}}),
-        ),
-    }
-    return [
-        {
-            "type": "function",
-            "function": {"name": name, "description": description, "parameters": parameters, "strict": True},
-        }
-        for name, (description, parameters) in specs.items()
-    ]
+    def cue(self) -> dict[str, Any]:
+        return {"action": self.action, "memory_id": self.memory_id, "summary": self.summary}
 
 
 @dataclass
@@ -168,6 +77,8 @@ class ToolContext:
     duplicate_keys: set[str] = field(default_factory=set)
     # Keys whose save was flagged as a near-copy in this turn: keep_separate applies to them.
     flagged_keys: set[str] = field(default_factory=set)
+    # What the turn's calls did, in order, for the chat to show quietly.
+    changes: list[MemoryChange] = field(default_factory=list)
 
 
 class ToolRefusal(Exception):
@@ -210,7 +121,7 @@ def run_tool(context: ToolContext, name: str, raw_arguments: str) -> str:
 
 
 def _parse_arguments(name: str, raw_arguments: str) -> dict[str, Any]:
-    validators = _validators()
+    validators = schema_validators()
     if name not in validators:
         raise ToolRefusal(f"there is no tool {name!r}; the tools are {', '.join(validators)}")
     try:
@@ -222,30 +133,6 @@ def _parse_arguments(name: str, raw_arguments: str) -> dict[str, Any]:
         where = "/".join(str(part) for part in error.absolute_path)
         raise ToolRefusal(f"the arguments do not match the schema{f' at {where}' if where else ''}: {error.message}")
     return arguments
-
-
-@cache
-def _validators() -> dict[str, jsonschema.protocols.Validator]:
-    """One compiled validator per tool, made once. What the model is sent stays within
-    what strict schemas allow; the limits on length are checked here, on our side."""
-    limits = {
-        "key": {"maxLength": KEY_MAX_CHARS},
-        "summary": {"maxLength": SUMMARY_MAX_CHARS * 4},
-        "content": {"maxLength": settings.MEMORY_CONTENT_MAX_CHARS * 2},
-        "due_at": {"maxLength": DUE_AT_MAX_CHARS},
-        "reason": {"maxLength": REASON_MAX_CHARS},
-        "query": {"maxLength": QUERY_MAX_CHARS},
-        "keys": {"maxItems": RECALL_MAX_KEYS * 5, "items": {"type": "string", "maxLength": KEY_MAX_CHARS}},
-        "limit": {"minimum": 1, "maximum": 1000},
-    }
-    validators = {}
-    for tool in tool_definitions():
-        schema = json.loads(json.dumps(tool["function"]["parameters"]))
-        for property_name, extra in limits.items():
-            if property_name in schema["properties"]:
-                schema["properties"][property_name] |= extra
-        validators[tool["function"]["name"]] = jsonschema.Draft202012Validator(schema)
-    return validators
 
 
 def _save_memory(
@@ -329,6 +216,9 @@ def _save_memory(
         now=now,
     )
     result: dict[str, Any] = {"status": "saved", "key": outcome.memory.key, "created": outcome.created}
+    context.changes.append(
+        MemoryChange("saved" if outcome.created else "updated", outcome.memory.pk, outcome.memory.summary)
+    )
     if outcome.memory.key != key:
         result["note"] = f"kept under the neutral key {outcome.memory.key!r}: safety notes are never named by text"
     if similar:
@@ -385,6 +275,7 @@ def _update_memory(
         message_id=context.message_id,
         expected_version=memory.version,
     )
+    context.changes.append(MemoryChange("updated", outcome.memory.pk, outcome.memory.summary))
     result: dict[str, Any] = {"status": "updated", "key": outcome.memory.key}
     if outcome.memory.key != key:
         result["note"] = f"now protected, so kept under the neutral key {outcome.memory.key!r}"
@@ -398,6 +289,7 @@ def _delete_memory(context: ToolContext, *, key: str, reason: str) -> dict[str, 
     if memory.is_protected:
         return _propose(context, memory, MemoryProposal.Kind.DELETE, None, reason=reason)
     memory_delete(user=context.user, memory_id=memory.pk, actor=MemoryEvent.Actor.COACH, reason=reason)
+    context.changes.append(MemoryChange("deleted", memory.pk, memory.summary))
     return {"status": "deleted", "key": key}
 
 
@@ -458,6 +350,7 @@ def _propose(
     context: ToolContext, memory: Memory, kind: str, draft: MemoryDraft | None, *, reason: str
 ) -> dict[str, Any]:
     proposal_make(user=context.user, memory=memory, kind=kind, draft=draft, reason=reason)
+    context.changes.append(MemoryChange("proposed", memory.pk, memory.summary))
     return {
         "status": "proposed",
         "key": memory.key,

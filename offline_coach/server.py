@@ -57,9 +57,12 @@ class ModelServer:
         port: int = 0,
         *,
         chunk_delay_seconds: float = 0.0,
+        embedding_delay_seconds: float = 0.0,
         today: Callable[[], date] = _utc_today,
     ) -> None:
         self.scripted = scripted
+        # A slow embedding provider, for tests of what waits on one.
+        self.embedding_delay_seconds = embedding_delay_seconds
         self.host = host
         self.port = port
         self.chunk_delay_seconds = chunk_delay_seconds
@@ -344,6 +347,8 @@ class _Handler(BaseHTTPRequestHandler):
         if model not in EMBEDDING_MODELS:
             self._send_error(404, f"The model {model!r} does not exist here; embed with one of {EMBEDDING_MODELS}.")
             return
+        if coach.embedding_delay_seconds:
+            time.sleep(coach.embedding_delay_seconds)
         try:
             vectors = coach.embeddings_for(texts, model)
         except minilm.MiniLMUnavailableError as error:

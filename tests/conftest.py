@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 from django.core.cache import cache
+from playwright.sync_api import Playwright, sync_playwright
 
 from accounts.models import User
 from offline_coach import ModelServer
@@ -16,18 +17,54 @@ from tests.emails.smtp_sink import SmtpSink
 if TYPE_CHECKING:
     from celery.worker import WorkController
 
-# Playwright's sync API runs an event loop in the test thread; Django's live server is
-# safe to use from it.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
 CHROMIUM_PATH = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 PASSWORD = "correct horse battery staple"
 
 
+BROWSER_FIXTURES = frozenset({"page", "context", "browser", "new_context", "playwright"})
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The browser tests run last. Playwright's sync API keeps an event loop running in the
+    test thread from its start to the session's end, and Django rightly refuses sync
+    database calls where a loop runs; so everything before it runs with that guard on."""
+    items.sort(key=lambda item: bool(BROWSER_FIXTURES & set(getattr(item, "fixturenames", ()))))
+
+
+@pytest.fixture(scope="session")
+def playwright() -> Iterator[Playwright]:
+    """Playwright for the browser tests, which read the database from the thread its loop
+    runs in: only from here on is Django's guard lifted."""
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as started:
+            yield started
+    finally:
+        del os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"]
+
+
+@pytest.fixture(autouse=True)
+def _turns_end_with_their_test() -> Iterator[None]:
+    """A turn a test started in the background ends before the next test begins, so it
+    cannot take that test's scripted answers or write into its database."""
+    yield
+    from coach.runner import wait_for_running
+
+    assert wait_for_running(timeout=30), "a turn started by this test was still running 30 s after it"
+
+
 @pytest.fixture(autouse=True)
 def _fresh_cache() -> Iterator[None]:
-    # Rate-limit counters live in Redis and would otherwise carry over between tests.
+    # Rate-limit counters, reply streams and open readers live in Redis and would
+    # otherwise carry over between tests.
     cache.clear()
+    from infra.redis import redis_sync
+
+    client = redis_sync()
+    stale = list(client.scan_iter("coach:*", count=1000))
+    if stale:
+        client.delete(*stale)
     yield
 
 

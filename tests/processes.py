@@ -12,6 +12,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -46,9 +47,17 @@ def wait_until_answers(url: str, process: subprocess.Popen, timeout: float = 30)
     raise AssertionError(f"{url} did not answer within {timeout} s")
 
 
+@dataclass(frozen=True)
+class AppProcess:
+    """A web process of the app: its base URL, and the process itself (to kill it)."""
+
+    url: str
+    process: subprocess.Popen
+
+
 @contextmanager
-def uvicorn_app(env: dict[str, str]) -> Iterator[str]:
-    """The ASGI app in its own uvicorn process; yields its base URL."""
+def app_process(env: dict[str, str]) -> Iterator[AppProcess]:
+    """The ASGI app in its own uvicorn process, as production runs it."""
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "coach.asgi:application", "--port", str(port), "--log-level", "warning"],
@@ -58,7 +67,15 @@ def uvicorn_app(env: dict[str, str]) -> Iterator[str]:
     base = f"http://127.0.0.1:{port}"
     try:
         wait_until_answers(base + "/healthz", process)
-        yield base
+        yield AppProcess(base, process)
     finally:
-        process.terminate()
-        process.wait(timeout=10)
+        if process.poll() is None:
+            process.terminate()
+            process.wait(timeout=10)
+
+
+@contextmanager
+def uvicorn_app(env: dict[str, str]) -> Iterator[str]:
+    """The ASGI app in its own uvicorn process; yields its base URL."""
+    with app_process(env) as app:
+        yield app.url

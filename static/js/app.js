@@ -2,14 +2,30 @@
 "use strict";
 
 (() => {
-  let activeStreams = 0;
+  const following = new Set();
+  const fetching = new Set();
 
-  function composer() {
-    return document.getElementById("composer");
+  // What a failed request means to the person, by status; the server's own words win
+  // when it sends plain text.
+  const FAILED_REQUEST = {
+    0: "Couldn't reach the server. Check your connection, then try again.",
+    400: "That couldn't be read. Reload the page, then try again.",
+    403: "This page is out of date or you were signed out. Reload it, then try again.",
+    404: "That is no longer here. Reload the page.",
+    413: "That is too much to send at once. Try sending less.",
+    429: "That is a lot in a short time. Wait a moment, then try again.",
+    500: "Something went wrong on our side. Nothing you wrote was lost: try again in a moment.",
+    502: "The app is restarting or out of reach. Try again in a moment.",
+    503: "The app is restarting or out of reach. Try again in a moment.",
+    504: "The app took too long to answer. Try again in a moment.",
+  };
+
+  function sendButton() {
+    return document.getElementById("send-button");
   }
 
   function setSending(busy) {
-    const button = document.getElementById("send-button");
+    const button = sendButton();
     if (button) button.disabled = busy;
   }
 
@@ -24,6 +40,25 @@
     return "10000000-1000-4000-8000-100000000000".replace(/[018]/g, (c) =>
       (c ^ (crypto.getRandomValues(new Uint8Array(1))[0] & (15 >> (c / 4)))).toString(16),
     );
+  }
+
+  function showError(origin, text) {
+    const inComposer = origin && origin.closest && origin.closest("#composer");
+    const target = inComposer ? document.getElementById("composer-error") : document.getElementById("page-alert");
+    if (target) target.textContent = text;
+  }
+
+  function settle(bubble, html, note) {
+    bubble.innerHTML = html;
+    bubble.classList.remove("streaming");
+    bubble.removeAttribute("aria-busy");
+    delete bubble.dataset.streamUrl;
+    if (note) {
+      const p = document.createElement("p");
+      p.className = "note";
+      p.textContent = note;
+      bubble.appendChild(p);
+    }
   }
 
   function showFailure(bubble, message, retryUrl) {
@@ -41,6 +76,7 @@
       form.remove();
     }
     const partial = bubble.querySelector(".reply-text").textContent.trim();
+    bubble.querySelector(".stop-form")?.remove();
     if (partial) {
       bubble.classList.remove("streaming");
       bubble.classList.add("interrupted");
@@ -57,53 +93,194 @@
     htmx.process(failure);
   }
 
-  // Follow one reply as it streams: words as text (never HTML) while they arrive, then
-  // the server's sanitised rendering once the reply is whole.
+  const CUE_WORDS = {
+    saved: "Saved to memory",
+    updated: "Updated in memory",
+    proposed: "Suggested a change to",
+    deleted: "Removed from memory",
+  };
+
+  // A quiet line under the reply when the coach saved, changed or suggested a memory.
+  function showCue(exchange, cue) {
+    const area = exchange.querySelector(".memory-cues");
+    if (!area) return;
+    const line = document.createElement("p");
+    line.className = "memory-cue";
+    line.append(`${CUE_WORDS[cue.action] || "Memory"}: ${cue.summary}`);
+    if (cue.view_url) {
+      const view = document.createElement("a");
+      view.href = cue.view_url;
+      view.textContent = cue.action === "proposed" ? "Review" : "View";
+      line.append(" · ", view);
+    }
+    if (cue.undo_url) {
+      const undo = document.createElement("button");
+      undo.type = "button";
+      undo.className = "link";
+      undo.textContent = "Undo";
+      undo.addEventListener("click", () => undoSave(line, undo, cue));
+      line.append(" · ", undo);
+    }
+    area.appendChild(line);
+  }
+
+  async function undoSave(line, button, cue) {
+    button.disabled = true;
+    const token = document.querySelector('input[name="csrfmiddlewaretoken"]')?.value || "";
+    try {
+      const response = await fetch(cue.undo_url, {
+        method: "POST",
+        headers: { "X-CSRFToken": token, "HX-Request": "true" },
+        credentials: "same-origin",
+      });
+      if (!response.ok) throw new Error(String(response.status));
+      line.textContent = `Not kept: ${cue.summary}`;
+    } catch (error) {
+      button.disabled = false;
+      showError(null, "That memory couldn't be removed just now. Try again, or delete it on your Memories page.");
+    }
+  }
+
+  // Follow one reply as it is written: the words so far at once (the server replays them),
+  // then each new piece. Words are shown as text (never HTML) while they arrive, then as
+  // the server's sanitised rendering once the reply is whole. A dropped connection is
+  // picked up where it left off (the browser sends the last event's id back).
   function follow(bubble) {
-    if (bubble.dataset.following) return;
-    bubble.dataset.following = "1";
-    const text = bubble.querySelector(".reply-text");
-    const source = new EventSource(bubble.dataset.streamUrl);
-    activeStreams += 1;
+    const url = bubble.dataset.streamUrl;
+    if (!url || following.has(url)) return;
+    following.add(url);
     setSending(true);
+    const text = bubble.querySelector(".reply-text");
+    const exchange = bubble.closest(".exchange");
+    const source = new EventSource(url);
     let finished = false;
     const finish = () => {
       if (finished) return;
       finished = true;
       source.close();
-      activeStreams -= 1;
-      if (activeStreams === 0) setSending(false);
+      following.delete(url);
+      if (following.size === 0) setSending(false);
     };
+    const data = (event) => JSON.parse(event.data);
+    source.addEventListener("open", () => bubble.classList.remove("reconnecting"));
     source.addEventListener("text", (event) => {
-      text.textContent += JSON.parse(event.data).text;
+      text.textContent += data(event).text;
       scrollToEnd();
     });
+    source.addEventListener("memory", (event) => showCue(exchange, data(event)));
     source.addEventListener("done", (event) => {
       finish();
-      bubble.innerHTML = JSON.parse(event.data).html;
-      bubble.classList.remove("streaming");
-      bubble.removeAttribute("aria-busy");
-      delete bubble.dataset.streamUrl;
+      settle(bubble, data(event).html, "");
       scrollToEnd();
+    });
+    source.addEventListener("stopped", (event) => {
+      finish();
+      const html = data(event).html;
+      settle(bubble, html, html ? "You stopped this reply." : "You stopped this reply before your coach wrote anything.");
+      bubble.classList.add("stopped");
     });
     source.addEventListener("failed", (event) => {
       finish();
-      const data = JSON.parse(event.data);
-      showFailure(bubble, data.message, data.retry_url);
+      const failure = data(event);
+      showFailure(bubble, failure.message, failure.retry_url);
     });
-    // No automatic reconnect: the server has either finished the reply or is still
-    // writing it, and a reload shows which.
     source.onerror = () => {
       if (finished) return;
+      if (source.readyState === EventSource.CONNECTING) {
+        // The browser tries again by itself, from the last piece it received.
+        bubble.classList.add("reconnecting");
+        return;
+      }
       finish();
-      showFailure(bubble, "The connection to your coach dropped. Reload the page to see the reply.", null);
+      showFailure(
+        bubble,
+        "Your coach's reply can't be followed here just now (too many open tabs, or you were signed out). Reload the page to see it.",
+        null,
+      );
     };
   }
 
+  // Messages posted in this conversation from another tab appear here too.
+  function followConversation(list) {
+    const url = list.dataset.eventsUrl;
+    if (!url || list.dataset.following) return;
+    list.dataset.following = "1";
+    const source = new EventSource(url);
+    source.addEventListener("message", (event) => {
+      const posted = JSON.parse(event.data);
+      const id = "exchange-" + posted.message_id;
+      if (document.getElementById(id) || fetching.has(id)) return;
+      fetching.add(id);
+      htmx
+        .ajax("GET", posted.url, { target: "#messages", swap: "beforeend" })
+        .finally(() => fetching.delete(id));
+    });
+  }
+
   function onLoad(root) {
-    root.querySelectorAll("[data-stream-url]").forEach(follow);
-    if (root.querySelector?.(".exchange")) document.getElementById("no-messages")?.remove();
+    // The same exchange can arrive twice (this tab's own post, and the news of it): the
+    // later copy goes.
+    const exchanges = root.matches?.(".exchange") ? [root] : [...(root.querySelectorAll?.(".exchange") || [])];
+    for (const exchange of exchanges) {
+      if (document.querySelectorAll("#" + exchange.id).length > 1) {
+        exchange.remove();
+        return;
+      }
+    }
+    root.querySelectorAll?.("[data-stream-url]").forEach(follow);
+    if (root.matches?.("[data-stream-url]")) follow(root);
+    if (document.querySelector(".exchange")) document.getElementById("no-messages")?.remove();
     scrollToEnd();
+  }
+
+  function setUpComposer(form) {
+    const textarea = form.querySelector("textarea");
+    const hint = document.getElementById("composer-hint");
+    const count = document.getElementById("composer-count");
+    const max = Number(textarea.dataset.maxChars) || 0;
+    const usualHint = hint.textContent;
+
+    const fit = () => {
+      // Grows with its text up to the height the stylesheet allows, then scrolls.
+      textarea.style.height = "auto";
+      textarea.style.height = textarea.scrollHeight + 2 + "px";
+      const length = textarea.value.length;
+      // The limit shows once it is near, so it never comes as a surprise.
+      count.hidden = !max || length < max * 0.8;
+      count.textContent = `${length.toLocaleString()} / ${max.toLocaleString()}`;
+      count.classList.toggle("at-limit", length >= max);
+    };
+    const say = (words) => {
+      hint.textContent = words;
+      clearTimeout(say.timer);
+      say.timer = setTimeout(() => (hint.textContent = usualHint), 4000);
+    };
+
+    textarea.addEventListener("input", fit);
+    // Enter sends; Shift+Enter (or Enter while composing an accented letter) is a newline.
+    textarea.addEventListener("keydown", (event) => {
+      if (event.key !== "Enter" || event.shiftKey || event.isComposing) return;
+      event.preventDefault();
+      if (sendButton().disabled) {
+        say("Enter can't send yet: your coach is still answering. Wait for the reply, or stop it.");
+      } else if (!textarea.value.trim()) {
+        say("Write something first: the message is empty.");
+      } else {
+        form.requestSubmit();
+      }
+    });
+
+    form.addEventListener("htmx:beforeRequest", () => setSending(true));
+    form.addEventListener("htmx:afterRequest", (event) => {
+      if (following.size === 0) setSending(false);
+      if (event.detail.xhr && event.detail.xhr.status < 300) {
+        textarea.value = "";
+        fit();
+        form.querySelector('input[name="client_id"]').value = newClientId();
+        document.getElementById("composer-error").textContent = "";
+      }
+    });
+    fit();
   }
 
   document.addEventListener("DOMContentLoaded", () => {
@@ -112,29 +289,30 @@
       document.querySelector(".session-list")?.removeAttribute("open");
     }
     onLoad(document);
-
-    const form = composer();
-    if (!form) return;
-    const textarea = form.querySelector("textarea");
-
-    // Enter sends; Shift+Enter (or Enter while composing an accented letter) is a newline.
-    textarea.addEventListener("keydown", (event) => {
-      if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
-        event.preventDefault();
-        if (!document.getElementById("send-button").disabled) form.requestSubmit();
-      }
-    });
-
-    form.addEventListener("htmx:beforeRequest", () => setSending(true));
-    form.addEventListener("htmx:afterRequest", (event) => {
-      if (activeStreams === 0) setSending(false);
-      if (event.detail.xhr && event.detail.xhr.status < 300) {
-        textarea.value = "";
-        form.querySelector('input[name="client_id"]').value = newClientId();
-        document.getElementById("composer-error").textContent = "";
-      }
-    });
+    const list = document.getElementById("messages");
+    if (list) followConversation(list);
+    const form = document.getElementById("composer");
+    if (form) setUpComposer(form);
   });
 
   document.addEventListener("htmx:load", (event) => onLoad(event.detail.elt));
+
+  document.addEventListener("click", (event) => {
+    // A Stop says so at once; the reply ends within a moment, with what was written kept.
+    const stop = event.target.closest?.(".stop-button");
+    if (stop) setTimeout(() => ((stop.disabled = true), (stop.textContent = "Stopping…")));
+  });
+
+  // Every request that fails says why, beside the form that sent it or at the top.
+  document.addEventListener("htmx:responseError", (event) => {
+    const xhr = event.detail.xhr;
+    const plain = (xhr.getResponseHeader("Content-Type") || "").startsWith("text/plain");
+    const text = plain && xhr.responseText.trim() ? xhr.responseText.trim() : FAILED_REQUEST[xhr.status];
+    showError(event.detail.elt, text || `That didn't work (error ${xhr.status}). Nothing was lost: try again.`);
+  });
+  document.addEventListener("htmx:sendError", (event) => showError(event.detail.elt, FAILED_REQUEST[0]));
+  document.addEventListener("htmx:beforeRequest", () => {
+    const alert = document.getElementById("page-alert");
+    if (alert) alert.textContent = "";
+  });
 })();

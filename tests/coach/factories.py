@@ -6,6 +6,17 @@ from accounts.models import User
 from coach.models import ChatSession, Message
 from coach.services import message_post, session_start
 
+# A save_memory call as the model sends it: an intention with its date.
+TALK_SAVE = {
+    "key": "talk-june",
+    "tier": "prospective",
+    "category": "goal",
+    "summary": "Giving a talk in June",
+    "content": "Giving a talk at the library in June",
+    "due_at": "2031-06-10",
+    "keep_separate": None,
+}
+
 
 def make_session(user: User, *messages: str) -> ChatSession:
     """A session with the given exchanges already answered: person, coach, person, coach..."""

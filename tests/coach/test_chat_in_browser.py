@@ -59,7 +59,7 @@ def test_a_new_person_is_remembered_from_onboarding_to_a_new_session(
         ["Good to meet you. Let's build a plan around your left shoulder."]
     )
 
-    page.get_by_role("button", name="New conversation").click()
+    page.get_by_role("link", name="New conversation").click()
     send(page, "Hello again")
     expect(page.locator(".from-coach").last).not_to_have_class(re.compile("streaming"))
     prompt = ModelServer.system_prompt(model_server.chat_requests()[-1])
@@ -121,17 +121,36 @@ def test_a_failed_reply_offers_retry_which_answers_without_resending(
     assert Message.objects.filter(role="user").count() == 1
 
 
-def test_an_empty_or_too_long_message_gets_a_clear_error_and_keeps_the_text(
+def test_the_message_box_shows_its_limit_and_an_empty_message_gets_a_clear_error(
     page: Page, live_app: str, user: User, settings
 ) -> None:
     settings.COACH_MAX_MESSAGE_CHARS = 20
     log_in(page, live_app, user)
+    box, count = page.get_by_label("Message"), page.locator("#composer-count")
 
-    send(page, "This message is far longer than twenty characters")
+    box.fill("Twelve chars")
+    expect(count).to_be_hidden()
+    box.press_sequentially(" and then some more")
+    expect(box).to_have_value("Twelve chars and the")
+    expect(count).to_have_text("20 / 20")
 
-    expect(page.locator("#composer-error")).to_contain_text("the most is 20")
-    expect(page.get_by_label("Message")).to_have_value("This message is far longer than twenty characters")
+    box.fill("   ")
+    box.press("Enter")
+    expect(page.locator("#composer-hint")).to_have_text("Write something first: the message is empty.")
+    page.get_by_role("button", name="Send").click()
+    expect(page.locator("#composer-error")).to_have_text("Write something first: the message is empty.")
+    expect(box).to_have_value("   ")
     assert not Message.objects.exists()
+
+
+def test_the_message_box_grows_with_its_text(page: Page, live_app: str, user: User) -> None:
+    log_in(page, live_app, user)
+    box = page.get_by_label("Message")
+    before = box.bounding_box()["height"]
+
+    box.fill("\n".join(f"line {n}" for n in range(5)))
+
+    assert box.bounding_box()["height"] > before * 1.5
 
 
 def test_the_chat_fits_a_phone_and_a_long_reply_scrolls(

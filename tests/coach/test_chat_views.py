@@ -223,7 +223,10 @@ def test_anonymous_visitors_are_sent_to_log_in(client: Client, method: str, path
         ("post", "/chat/{pk}/messages/{message}/reply"),
         ("get", "/chat/{pk}/messages/{message}/retry"),
         ("get", "/chat/{pk}/end"),
-        ("get", "/chat/new"),
+        ("get", "/chat/{pk}/messages/{message}/stop"),
+        ("post", "/chat/{pk}/messages/{message}/"),
+        ("post", "/chat/{pk}/events"),
+        ("put", "/chat/new"),
     ],
 )
 def test_wrong_methods_are_refused(client_of: Client, user: User, method: str, path: str) -> None:

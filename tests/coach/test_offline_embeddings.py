@@ -11,10 +11,8 @@ import math
 import openai
 import pytest
 from django.core.management import call_command
-from django.utils import timezone
 
 from accounts.models import User
-from coach.models import Message
 from coach.services import message_post, session_start
 from memory.models import Memory
 from memory.services import memories_reembed
@@ -146,23 +144,18 @@ def test_keep_separate_without_a_flag_first_is_checked_like_any_save(user: User,
 
 
 def test_the_offline_coach_keeps_a_second_talk_apart_when_its_save_is_flagged(
-    user: User, semantic: ModelServer, settings
+    transactional_db: None, user: User, semantic: ModelServer, settings
 ) -> None:
+    # The turn's database steps run in threads of their own: what the test wrote is committed.
     from asgiref.sync import async_to_sync
 
-    from coach.conversation import conversation_for_turn
-    from coach.turn import stream_turn
+    from coach.turn import turn_run
 
     save(ToolContext(user=user), "talk-june", "Giving a talk in June", tier="prospective", due_at="2031-06-10")
     session = session_start(user=user)
     message = message_post(session=session, text="I'm also giving a talk in March at the library.", client_id=None)
-    Message.objects.filter(pk=message.pk).update(status="answering")
-    conversation = conversation_for_turn(user=user, message=message, now=timezone.now())
 
-    async def run() -> list[object]:
-        return [event async for event in stream_turn(user=user, message=message, conversation=conversation)]
-
-    async_to_sync(run)()
+    async_to_sync(turn_run)(user_id=user.pk, message_id=message.pk)
 
     summaries = sorted(m.summary for m in Memory.objects.filter(user=user))
     assert len(summaries) == 2 and any("March" in s for s in summaries) and any("June" in s for s in summaries)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import sys
 import pytest
 from cryptography.fernet import Fernet
 
+from accounts.models import User
 from tests.processes import REPO
 
 PRODUCTION = {
@@ -88,3 +90,15 @@ def test_development_mail_prints_links_whole(capsys) -> None:
     printed = capsys.readouterr().out
     assert link in printed
     assert "Subject: Confirm" in printed and "To: ada@example.com" in printed
+
+
+def test_a_sync_database_call_from_async_code_fails_the_test(db: None) -> None:
+    """The suite runs with Django's guard on (only the browser tests, last, lift it), so
+    async code that forgets db_step fails here rather than blocking a server's loop."""
+    from django.core.exceptions import SynchronousOnlyOperation
+
+    async def forgetful() -> int:
+        return User.objects.count()
+
+    with pytest.raises(SynchronousOnlyOperation):
+        asyncio.run(forgetful())

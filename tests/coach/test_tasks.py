@@ -9,8 +9,8 @@ from django.utils import timezone
 
 from accounts.models import User
 from coach.models import ChatSession, Message
-from coach.services import session_end
-from coach.tasks import end_idle_sessions, summarise_session
+from coach.services import message_retry, session_end, turn_claim
+from coach.tasks import end_idle_sessions, summarise_session, sweep_stale_turns
 from offline_coach import ModelServer
 from tests.coach.factories import make_session
 
@@ -82,13 +82,33 @@ def test_a_summary_the_model_refuses_for_good_is_not_retried(user: User, model_s
     assert len(model_server.chat_requests()) == 1
 
 
-def test_a_turn_whose_process_died_is_handed_back_for_retry(user: User) -> None:
+def test_a_turn_whose_process_died_is_handed_back_for_retry(user: User, settings) -> None:
     session = make_session(user)
-    stuck = Message.objects.create(session=session, role="user", content="Hello", status="answering")
-    Message.objects.filter(pk=stuck.pk).update(created_at=timezone.now() - timedelta(minutes=11))
-    fresh = Message.objects.create(session=session, role="user", content="Again", status="answering")
+    now = timezone.now()
+    overdue = now - timedelta(seconds=settings.COACH_TURN_DEADLINE_SECONDS + 31)
+    stuck = Message.objects.create(
+        session=session, role="user", content="Hello", status="answering", claimed_at=overdue
+    )
+    running = Message.objects.create(session=session, role="user", content="Again", status="answering", claimed_at=now)
+    never_started = Message.objects.create(session=session, role="user", content="Hm", status="pending")
+    Message.objects.filter(pk=never_started.pk).update(created_at=overdue)
 
-    end_idle_sessions()
+    assert sweep_stale_turns() == 2
 
     assert Message.objects.get(pk=stuck.pk).status == "failed"
-    assert Message.objects.get(pk=fresh.pk).status == "answering"
+    assert Message.objects.get(pk=never_started.pk).status == "failed"
+    assert Message.objects.get(pk=running.pk).status == "answering"
+
+
+def test_a_retry_of_a_message_that_failed_long_ago_is_not_swept_while_it_runs(user: User) -> None:
+    """The sweeper judges a turn by its claim, never by when its message was written."""
+    session = make_session(user)
+    old = Message.objects.create(session=session, role="user", content="Hello", status="failed")
+    Message.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(days=3))
+    old.refresh_from_db()
+
+    assert message_retry(message=old)
+    assert turn_claim(message=old)
+    sweep_stale_turns()
+
+    assert Message.objects.get(pk=old.pk).status == "answering"

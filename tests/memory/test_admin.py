@@ -75,6 +75,33 @@ def test_an_admins_edit_goes_through_the_service_as_the_admin(admin_client: Clie
     assert (event.actor, event.action, event.key) == ("admin", "updated", "breakfast")
 
 
+def test_an_admins_edit_is_embedded_before_the_admins_transaction_and_refused_whole_if_it_cannot_be(
+    admin_client: Client, user: User, model_server
+) -> None:
+    """The admin saves inside a transaction; the model gateway refuses to be called inside
+    one, so this edit saving at all shows the embedding was asked for first."""
+    memory = make_memory(user, "breakfast", summary="Oats", content="Oats daily")
+    form = {"tier": "episodic", "category": "habit", "summary": "Eggs", "content": "Eggs daily"}
+    form |= {"due_at_0": "", "due_at_1": "", "status": ""}
+    model_server.queue_embedding_error(503)
+
+    refused = admin_client.post(f"/admin/memory/memory/{memory.pk}/change/", form, follow=True)
+
+    assert "Not saved: the embedding model could not be reached" in refused.content.decode()
+    assert Memory.objects.get(pk=memory.pk).summary == "Oats"
+    assert admin_client.post(f"/admin/memory/memory/{memory.pk}/change/", form).status_code == 302
+    assert Memory.objects.get(pk=memory.pk).summary == "Eggs"
+
+
+def test_the_model_is_never_called_inside_a_transaction(transactional_db: None) -> None:
+    from django.db import transaction
+
+    from infra import llm
+
+    with transaction.atomic(), pytest.raises(llm.ModelCallInTransaction):
+        llm.embed(["a text"])
+
+
 def test_an_admins_deletion_goes_through_the_service_as_the_admin(admin_client: Client, user: User) -> None:
     memory = make_memory(user, "breakfast", summary="Oats", content="Oats daily")
 

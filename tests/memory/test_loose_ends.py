@@ -23,7 +23,8 @@ from memory.drafts import MemoryDraft, ProposalDecided
 from memory.models import Memory, MemoryEvent, MemoryProposal
 from memory.proposals import proposal_confirm, proposal_make, proposal_reject
 from memory.services import memory_save
-from memory.tools import REASON_MAX_CHARS, ToolContext, run_tool
+from memory.tool_schemas import REASON_MAX_CHARS
+from memory.tools import ToolContext, run_tool
 from offline_coach import ModelServer
 from tests.coach.factories import make_session
 from tests.emails.factories import at, prefer

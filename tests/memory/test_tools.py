@@ -11,7 +11,8 @@ from django.utils import timezone
 
 from accounts.models import User
 from memory.models import Memory, MemoryEvent, MemoryProposal
-from memory.tools import ToolContext, run_tool, tool_definitions
+from memory.tool_schemas import tool_definitions
+from memory.tools import ToolContext, run_tool
 from offline_coach import ModelServer
 from tests.memory.factories import make_memory, memory_named
 

@@ -1,0 +1,223 @@
+"""The chat pages, and the forms that post to them: a message (which starts its turn at
+once), a retry, a stop, the end of a session.
+
+Every form works as a plain POST too (without JavaScript: the page then refreshes until
+the reply is there), and every refusal says what to do, beside the message box, which
+keeps what was typed.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import RequestDataTooBig
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRedirect
+
+from coach import streams
+from coach.limits import within_rate
+from coach.models import ChatSession, Message
+from coach.selectors import messages_for_user, running_turns_of, session_messages, sessions_for_user
+from coach.services import MessageRejected, message_post, message_retry, session_end, session_start
+from coach.turn import turn_start
+
+logger = logging.getLogger(__name__)
+
+SIDEBAR_SESSIONS = 50
+# A message is refused, not stored, when one of these is reached; the text stays in the box.
+TOO_MANY_TURNS = "Your coach is still answering your other messages. Send this one when a reply is in."
+TOO_MANY_MESSAGES = "That is a lot of messages in a minute. Take a breath, then send it again."
+TOO_MANY_SESSIONS = "You started several conversations just now. Wait a minute before starting another."
+TOO_LONG = "That message is too long to send; the most is {most:,} characters. Try splitting it in two."
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """A person's message and what became of it."""
+
+    message: Message
+    reply: Message | None
+
+
+@login_required
+@require_GET
+def chat(request: HttpRequest) -> HttpResponse:
+    """The latest conversation, or a fresh page to start the first one."""
+    if request.user.onboarded_at is None:
+        return redirect("onboarding")
+    latest = sessions_for_user(user=request.user).filter(ended_at__isnull=True).first()
+    if latest is not None:
+        return redirect("session", pk=latest.pk)
+    return render(request, "coach/chat.html", _page_context(request, session=None))
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def session_new(request: HttpRequest) -> HttpResponse:
+    """GET: a fresh page to start a conversation. POST: start it with its first message (a
+    conversation with nothing said is never made), once however often it is sent."""
+    if request.method == "GET":
+        return render(request, "coach/chat.html", _page_context(request, session=None))
+    text, error = _posted_text(request)
+    if error is None and not within_rate(
+        request.user.pk, "sessions", limit=settings.COACH_SESSIONS_PER_MINUTE, window_seconds=60
+    ):
+        error = (TOO_MANY_SESSIONS, 429)
+    if error is None:
+        error = _limits_refuse(request)
+    if error is not None:
+        return _composer_error(request, *error, session=None)
+    try:
+        session = session_start(user=request.user, first_message=text, client_id=_client_id(request))
+    except MessageRejected as rejection:
+        return _composer_error(request, str(rejection), 422, session=None)
+    first = Message.objects.filter(session=session, role=Message.Role.USER).order_by("pk").first()
+    if first is not None:
+        _start(request, first)
+    url = reverse("session", kwargs={"pk": session.pk})
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+
+
+@login_required
+@require_GET
+def session_page(request: HttpRequest, pk: int) -> HttpResponse:
+    session = get_object_or_404(sessions_for_user(user=request.user), pk=pk)
+    return render(request, "coach/chat.html", _page_context(request, session=session))
+
+
+@login_required
+@require_POST
+def message_send(request: HttpRequest, pk: int) -> HttpResponse:
+    """Save the person's message (once) and start its turn; hand the page the reply to follow."""
+    session = get_object_or_404(sessions_for_user(user=request.user), pk=pk)
+    text, error = _posted_text(request)
+    if error is None:
+        error = _limits_refuse(request)
+    if error is not None:
+        return _composer_error(request, *error, session=session)
+    try:
+        message = message_post(session=session, text=text, client_id=_client_id(request))
+    except MessageRejected as rejection:
+        return _composer_error(request, str(rejection), 422, session=session)
+    _start(request, message)
+    if not request.htmx:
+        return redirect("session", pk=session.pk)
+    return render(request, "coach/chat.html#exchange", {"session": session, "exchange": Exchange(message, None)})
+
+
+@login_required
+@require_GET
+def exchange(request: HttpRequest, pk: int, message_pk: int) -> HttpResponse:
+    """One message and its reply as the page shows it: how another open tab catches up."""
+    message = get_object_or_404(_people_messages(request, pk).select_related("session"), pk=message_pk)
+    reply = Message.objects.filter(reply_to=message).order_by("-pk").first()
+    context = {"session": message.session, "exchange": Exchange(message, reply)}
+    return render(request, "coach/chat.html#exchange", context)
+
+
+@login_required
+@require_POST
+def reply_retry(request: HttpRequest, pk: int, message_pk: int) -> HttpResponse:
+    """Ask for the reply again; the person's message is not sent a second time."""
+    message = get_object_or_404(_people_messages(request, pk), pk=message_pk)
+    if message_retry(message=message):
+        streams.reply_forget(message.pk)
+        turn_start(user_id=request.user.pk, message_id=message.pk)
+    message.refresh_from_db()
+    if not request.htmx:
+        return redirect("session", pk=pk)
+    return render(
+        request, "coach/chat.html#exchange", {"session": message.session, "exchange": Exchange(message, None)}
+    )
+
+
+@login_required
+@require_POST
+def reply_stop(request: HttpRequest, pk: int, message_pk: int) -> HttpResponse:
+    """Stop the reply being written: what is written so far is kept, marked stopped. The
+    turn (in whichever web process runs it) sees the request within a fraction of a second."""
+    message = get_object_or_404(_people_messages(request, pk), pk=message_pk)
+    if message.status in (Message.Status.PENDING, Message.Status.ANSWERING):
+        streams.stop_request(message.pk)
+    if not request.htmx:
+        return redirect("session", pk=pk)
+    return HttpResponse(status=204)
+
+
+@login_required
+@require_POST
+def session_close(request: HttpRequest, pk: int) -> HttpResponse:
+    session = get_object_or_404(sessions_for_user(user=request.user), pk=pk)
+    session_end(session=session)
+    return HttpResponseClientRedirect(reverse("chat")) if request.htmx else redirect("chat")
+
+
+def _start(request: HttpRequest, message: Message) -> None:
+    """The turn starts now, whether or not a browser follows it; other tabs are told."""
+    turn_start(user_id=request.user.pk, message_id=message.pk)
+    try:
+        streams.session_announce(message.session_id, message.pk)
+    except Exception:
+        # Other tabs learn of it on their next reload; the message and its turn are fine.
+        logger.warning("message %s could not be announced to other tabs", message.pk, exc_info=True)
+
+
+def _posted_text(request: HttpRequest) -> tuple[str, tuple[str, int] | None]:
+    try:
+        return request.POST.get("text", ""), None
+    except RequestDataTooBig:
+        return "", (TOO_LONG.format(most=settings.COACH_MAX_MESSAGE_CHARS), 413)
+
+
+def _limits_refuse(request: HttpRequest) -> tuple[str, int] | None:
+    user = request.user
+    if not within_rate(user.pk, "messages", limit=settings.COACH_MESSAGES_PER_MINUTE, window_seconds=60):
+        return TOO_MANY_MESSAGES, 429
+    if running_turns_of(user=user) >= settings.COACH_MAX_TURNS_AT_ONCE:
+        return TOO_MANY_TURNS, 429
+    return None
+
+
+def _page_context(request: HttpRequest, *, session: ChatSession | None) -> dict:
+    messages = session_messages(session=session) if session else []
+    replies = {m.reply_to_id: m for m in messages if m.role == Message.Role.ASSISTANT}
+    exchanges = [Exchange(m, replies.get(m.pk)) for m in messages if m.role == Message.Role.USER]
+    return {
+        "session": session,
+        "sessions": sessions_for_user(user=request.user)[:SIDEBAR_SESSIONS],
+        "exchanges": exchanges,
+        "answering": any(e.message.status in (Message.Status.PENDING, Message.Status.ANSWERING) for e in exchanges),
+        "client_id": uuid.uuid4(),
+        "max_chars": settings.COACH_MAX_MESSAGE_CHARS,
+    }
+
+
+def _people_messages(request: HttpRequest, session_pk: int) -> QuerySet[Message]:
+    return messages_for_user(user=request.user).filter(session_id=session_pk, role=Message.Role.USER)
+
+
+def _composer_error(request: HttpRequest, error: str, status: int, *, session: ChatSession | None) -> HttpResponse:
+    if not request.htmx:
+        typed = "" if status == 413 else request.POST.get("text", "")
+        context = {**_page_context(request, session=session), "composer_error": error, "typed": typed}
+        return render(request, "coach/chat.html", context, status=status)
+    response = render(request, "coach/chat.html#composer_error", {"composer_error": error}, status=status)
+    # The error goes beside the message box, which keeps what was typed.
+    response["HX-Retarget"] = "#composer-error"
+    response["HX-Reswap"] = "innerHTML"
+    return response
+
+
+def _client_id(request: HttpRequest) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(request.POST.get("client_id", ""))
+    except ValueError:
+        return None

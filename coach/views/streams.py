@@ -1,0 +1,205 @@
+"""What a browser follows as server-sent events: one reply as it is written, and the new
+messages of a conversation open in several tabs.
+
+Both read Redis (coach/streams.py), so any web process serves any reader: a reload, a
+second tab or a reconnect replays the reply from its start (or from the Last-Event-ID the
+browser sends back) and follows the rest. A reader whose stream has gone quiet asks the
+database what became of the message, so one whose turn's events never reached Redis
+still learns the outcome. Each person may hold COACH_MAX_OPEN_STREAMS readers open.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from typing import TYPE_CHECKING, Any
+
+from asgiref.sync import sync_to_async
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.urls import reverse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+
+from coach import streams
+from coach.models import Message
+from coach.rendering import render_reply
+from coach.selectors import sessions_for_user
+from coach.turn import FAILED_RETRYABLE, turn_start
+from infra.dbsteps import db_step, release_request_connection
+
+if TYPE_CHECKING:
+    from accounts.models import User
+
+logger = logging.getLogger(__name__)
+
+TOO_MANY_STREAMS = "You have a lot of chat tabs open. Close a few, then reload this one."
+# A quiet stream says so this often (a comment line), which keeps proxies from closing it
+# and lets the reader look up, in the database, a turn whose events never came. Shorter
+# than the Redis client's socket timeout, which a blocking read must not reach.
+QUIET_SECONDS = 3.0
+# How soon a browser reconnects after a dropped connection.
+RECONNECT_MILLISECONDS = 1000
+# A reader of a conversation's new messages ends after this; the browser reconnects.
+SESSION_READER_SECONDS = 600
+
+
+@login_required
+@require_GET
+@never_cache
+async def reply_stream(request: HttpRequest, pk: int, message_pk: int) -> HttpResponse:
+    """The reply to one message: every event so far, then each new one until the last."""
+    user = await request.auser()
+    # In the request's own thread, on the connection that loaded the login, then given back.
+    message = await sync_to_async(_message_of)(user, pk, message_pk)
+    await release_request_connection()
+    if message is None:
+        raise Http404("No such message.")
+    token, open_now = await streams.reader_open(user.pk)
+    if open_now > streams.max_open_readers():
+        await streams.reader_close(user.pk, token)
+        return HttpResponse(TOO_MANY_STREAMS, status=429, content_type="text/plain; charset=utf-8")
+    if message.status == Message.Status.PENDING:
+        # Posted, yet no turn has it (its web process died before starting one): start it.
+        # A turn already starting claims it first and this one does nothing.
+        turn_start(user_id=user.pk, message_id=message.pk)
+    after = request.headers.get("Last-Event-ID") or "0"
+    return _event_stream(_reply_events(user.pk, token, message, after=after))
+
+
+@login_required
+@require_GET
+@never_cache
+async def session_events(request: HttpRequest, pk: int) -> HttpResponse:
+    """Each message posted in this conversation from now on (by any tab), so every open tab
+    shows it; the tab fetches the message's exchange and follows its reply."""
+    user = await request.auser()
+    # In the request's own thread, on the connection that loaded the login, then given back.
+    found = await sync_to_async(sessions_for_user(user=user).filter(pk=pk).exists)()
+    await release_request_connection()
+    if not found:
+        raise Http404("No such conversation.")
+    token, open_now = await streams.reader_open(user.pk)
+    if open_now > streams.max_open_readers():
+        await streams.reader_close(user.pk, token)
+        return HttpResponse(TOO_MANY_STREAMS, status=429, content_type="text/plain; charset=utf-8")
+    after = request.headers.get("Last-Event-ID") or await streams.session_latest(pk)
+    return _event_stream(_session_events(user.pk, token, pk, after=after))
+
+
+def _event_stream(events: AsyncIterator[str]) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(_without_a_connection(events), content_type="text/event-stream")
+    # Proxies must pass each event on as it comes, not buffer the reply.
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response
+
+
+async def _without_a_connection(events: AsyncIterator[str]) -> AsyncIterator[str]:
+    # The stream may last minutes; the connection that loaded the login goes back first.
+    # Closing this closes the inner stream at once, so its reader stops counting as open.
+    async with aclosing(events):
+        await release_request_connection()
+        async for event in events:
+            yield event
+
+
+async def _reply_events(user_id: int, token: str, message: Message, *, after: str) -> AsyncIterator[str]:
+    urls = _Urls(message)
+    try:
+        yield f"retry: {RECONNECT_MILLISECONDS}\n\n"
+        while True:
+            events = await streams.reply_read(message.pk, after=after, block_seconds=QUIET_SECONDS)
+            for event in events:
+                after = event.id
+                yield _sse(event.kind, urls.complete(event.kind, event.data), event_id=event.id)
+                if event.terminal:
+                    return
+            if events:
+                continue
+            outcome = await db_step(_outcome_of, message.pk)
+            if outcome is not None:
+                kind, data = outcome
+                yield _sse(kind, urls.complete(kind, data))
+                return
+            yield ": still writing\n\n"
+            await streams.reader_alive(user_id, token)
+    finally:
+        await streams.reader_close(user_id, token)
+
+
+async def _session_events(user_id: int, token: str, session_id: int, *, after: str) -> AsyncIterator[str]:
+    ends_at = time.monotonic() + SESSION_READER_SECONDS
+    try:
+        yield f"retry: {RECONNECT_MILLISECONDS}\n\n"
+        while time.monotonic() < ends_at:
+            posted = await streams.session_read(session_id, after=after, block_seconds=QUIET_SECONDS)
+            for event_id, message_id in posted:
+                after = event_id
+                url = reverse("exchange", kwargs={"pk": session_id, "message_pk": message_id})
+                yield _sse("message", {"message_id": message_id, "url": url}, event_id=event_id)
+            if not posted:
+                yield ": nothing new\n\n"
+                await streams.reader_alive(user_id, token)
+    finally:
+        await streams.reader_close(user_id, token)
+
+
+class _Urls:
+    """Links the page needs beside an event: where to retry, view or undo."""
+
+    def __init__(self, message: Message) -> None:
+        self._retry = reverse("reply_retry", kwargs={"pk": message.session_id, "message_pk": message.pk})
+
+    def complete(self, kind: str, data: dict[str, Any]) -> dict[str, Any]:
+        if kind == streams.FAILED:
+            return {**data, "retry_url": self._retry}
+        if kind == streams.MEMORY:
+            return {**data, **_memory_links(data)}
+        return data
+
+
+def _memory_links(cue: dict[str, Any]) -> dict[str, str]:
+    """A saved memory can be viewed or undone (deleted); a changed one viewed; a suggested
+    change is reviewed on the memory page; a deleted one is among the forgotten."""
+    action, memory_id = cue.get("action"), cue.get("memory_id")
+    if action == "deleted":
+        return {"view_url": reverse("memories_forgotten")}
+    if action == "proposed":
+        return {"view_url": reverse("memories")}
+    links = {"view_url": reverse("memory_detail", kwargs={"pk": memory_id})}
+    if action == "saved":
+        links["undo_url"] = reverse("memory_delete", kwargs={"pk": memory_id})
+    return links
+
+
+def _message_of(user: User, session_pk: int, message_pk: int) -> Message | None:
+    """The person's message, with only what a reader needs (no text to decrypt)."""
+    return (
+        Message.objects.filter(session__user=user, session_id=session_pk, role=Message.Role.USER, pk=message_pk)
+        .only("pk", "session_id", "status")
+        .first()
+    )
+
+
+def _outcome_of(message_id: int) -> tuple[str, dict[str, Any]] | None:
+    """The terminal event a message's state stands for, or None while it is being answered."""
+    status = Message.objects.filter(pk=message_id).values_list("status", flat=True).first()
+    if status in (None, Message.Status.PENDING, Message.Status.ANSWERING):
+        return None
+    if status == Message.Status.FAILED:
+        return streams.FAILED, {"message": FAILED_RETRYABLE}
+    reply = Message.objects.filter(reply_to_id=message_id).order_by("-pk").first()
+    html = render_reply(reply.content) if reply is not None else ""
+    if reply is not None and reply.status == Message.Status.STOPPED:
+        return streams.STOPPED, {"html": html}
+    return streams.DONE, {"html": html}
+
+
+def _sse(kind: str, data: dict[str, Any], *, event_id: str | None = None) -> str:
+    lines = [f"id: {event_id}"] if event_id else []
+    lines += [f"event: {kind}", f"data: {json.dumps(data)}"]
+    return "\n".join(lines) + "\n\n"

@@ -1,0 +1,57 @@
+"""Redis for app code, beside the cache and the Celery broker that use it on their own.
+
+An async client per event loop (a connection pool belongs to the loop it runs on), and a
+sync client per process; both on REDIS_URL, with short timeouts, so a Redis that does not
+answer fails a call in seconds rather than hanging it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from functools import lru_cache
+
+import redis
+import redis.asyncio
+from django.conf import settings
+from redis.driver_info import DriverInfo
+
+# Named once: left to itself, redis-py looks its own version up in the installed packages'
+# metadata (a directory scan) for every new connection, and each open stream takes one.
+DRIVER = DriverInfo(lib_version=redis.__version__)
+
+SOCKET_TIMEOUT_SECONDS = 5.0
+CONNECT_TIMEOUT_SECONDS = 2.0
+
+_async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, redis.asyncio.Redis]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def redis_async() -> redis.asyncio.Redis:
+    """The client for the running event loop. Blocking reads ask for less than the socket
+    timeout, so they never reach it."""
+    clients = _async_clients.setdefault(asyncio.get_running_loop(), {})
+    url = settings.REDIS_URL
+    if url not in clients:
+        clients[url] = redis.asyncio.Redis.from_url(url, **_OPTIONS)
+    return clients[url]
+
+
+def redis_sync() -> redis.Redis:
+    """The client for sync code (views, tasks, services)."""
+    return _sync_client(settings.REDIS_URL)
+
+
+_OPTIONS = {
+    "decode_responses": True,
+    "socket_connect_timeout": CONNECT_TIMEOUT_SECONDS,
+    "socket_timeout": SOCKET_TIMEOUT_SECONDS,
+    "health_check_interval": 30,
+    "driver_info": DRIVER,
+}
+
+
+@lru_cache(maxsize=4)
+def _sync_client(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url, **_OPTIONS)

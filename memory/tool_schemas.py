@@ -1,0 +1,144 @@
+"""The memory tools' contract with the model: their names, their strict JSON schemas (what
+the model is sent), and the limits checked on what it sends back (every text it sends has
+a length limit; strict schemas leave lengths out, so they are checked here, on our side).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import time
+from functools import cache
+from typing import Any
+
+import jsonschema
+from django.conf import settings
+
+from memory.models import KEY_MAX_CHARS, SUMMARY_MAX_CHARS, Category, ProspectiveStatus, Tier
+
+WRITE_TOOLS = frozenset({"save_memory", "update_memory", "delete_memory"})
+RECALL_MAX_KEYS = 10
+DEDUP_CANDIDATES = 3
+REASON_MAX_CHARS = 300
+QUERY_MAX_CHARS = 300
+DUE_AT_MAX_CHARS = 40
+# A date with no time means the morning of that day, on the person's own clock.
+DEFAULT_DUE_TIME = time(9, 0)
+# Fields update_memory can empty; null means "leave as it is", so emptying is explicit.
+CLEARABLE = ("due_at",)
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    nullable = {**schema, "type": [schema["type"], "null"]}
+    if "enum" in schema:
+        nullable["enum"] = [*schema["enum"], None]
+    return nullable
+
+
+def _object(properties: dict[str, Any]) -> dict[str, Any]:
+    # Strict: every property required (optional ones are nullable), nothing else allowed.
+    return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
+
+
+_KEY = {"type": "string", "description": "Short slug naming the memory, e.g. left-shoulder or talk-june."}
+_TIER = {"type": "string", "enum": Tier.values}
+_CATEGORY = {"type": "string", "enum": Category.values}
+_SUMMARY = {"type": "string", "description": f"One line for the index, at most {SUMMARY_MAX_CHARS} characters."}
+_DUE_AT = {"type": "string", "description": "ISO 8601 date or date-time; prospective memories only."}
+_REASON = {"type": "string", "description": f"Why, in a sentence the person could read ({REASON_MAX_CHARS} at most)."}
+
+
+def tool_definitions() -> list[dict[str, Any]]:
+    """The tools, in the Chat Completions format, with strict JSON schemas."""
+    content = {
+        "type": "string",
+        "description": f"The note itself, at most {settings.MEMORY_CONTENT_MAX_CHARS} characters. "
+        "A feedback memory: the rule, then a 'Why:' line and a 'How to apply:' line.",
+    }
+    specs = {
+        "save_memory": (
+            "Save something worth remembering about the person, one memory per topic. Saving an existing "
+            "key updates it. A save that looks like another memory is flagged and not saved; the result names "
+            "it, and you choose: merge into it with update_memory, replace it, skip, or, when the facts "
+            "differ (a talk in June and another in March), save again with keep_separate true. Safety notes "
+            "and what the person wrote are kept under a neutral key (allergy-1), which the result gives.",
+            _object(
+                {
+                    "key": _KEY,
+                    "tier": _TIER,
+                    "category": _CATEGORY,
+                    "summary": _SUMMARY,
+                    "content": content,
+                    "due_at": _nullable(_DUE_AT),
+                    "keep_separate": _nullable(
+                        {
+                            "type": "boolean",
+                            "description": "true only to answer a near-copy flag on this key in this turn: "
+                            "the facts differ, keep this as a memory of its own.",
+                        }
+                    ),
+                }
+            ),
+        ),
+        "update_memory": (
+            "Change a memory (merge new detail in, correct it, or mark a prospective memory done). "
+            "Null fields stay as they are; list in `clear` the fields to empty. Changes to protected "
+            "memories are sent to the person to confirm.",
+            _object(
+                {
+                    "key": _KEY,
+                    "summary": _nullable(_SUMMARY),
+                    "content": _nullable(content),
+                    "tier": _nullable(_TIER),
+                    "category": _nullable(_CATEGORY),
+                    "due_at": _nullable(_DUE_AT),
+                    "status": _nullable({"type": "string", "enum": ProspectiveStatus.values}),
+                    "clear": _nullable({"type": "array", "items": {"type": "string", "enum": list(CLEARABLE)}}),
+                    "reason": _REASON,
+                }
+            ),
+        ),
+        "delete_memory": (
+            "Remove a memory that turned out wrong or no longer applies. "
+            "Deleting a protected memory is sent to the person to confirm.",
+            _object({"key": _KEY, "reason": _REASON}),
+        ),
+        "search_memories": (
+            "Find the person's memories closest in meaning to a query, with their keys and summaries.",
+            _object({"query": {"type": "string"}, "limit": _nullable({"type": "integer"})}),
+        ),
+        "recall_memory": (
+            f"Open full notes by key (from the index), at most {RECALL_MAX_KEYS} at once.",
+            _object({"keys": {"type": "array", "items": {"type": "string"}}}),
+        ),
+    }
+    return [
+        {
+            "type": "function",
+            "function": {"name": name, "description": description, "parameters": parameters, "strict": True},
+        }
+        for name, (description, parameters) in specs.items()
+    ]
+
+
+@cache
+def validators() -> dict[str, jsonschema.protocols.Validator]:
+    """One compiled validator per tool, made once. What the model is sent stays within
+    what strict schemas allow; the limits on length are checked here, on our side."""
+    limits = {
+        "key": {"maxLength": KEY_MAX_CHARS},
+        "summary": {"maxLength": SUMMARY_MAX_CHARS * 4},
+        "content": {"maxLength": settings.MEMORY_CONTENT_MAX_CHARS * 2},
+        "due_at": {"maxLength": DUE_AT_MAX_CHARS},
+        "reason": {"maxLength": REASON_MAX_CHARS},
+        "query": {"maxLength": QUERY_MAX_CHARS},
+        "keys": {"maxItems": RECALL_MAX_KEYS * 5, "items": {"type": "string", "maxLength": KEY_MAX_CHARS}},
+        "limit": {"minimum": 1, "maximum": 1000},
+    }
+    validators = {}
+    for tool in tool_definitions():
+        schema = json.loads(json.dumps(tool["function"]["parameters"]))
+        for property_name, extra in limits.items():
+            if property_name in schema["properties"]:
+                schema["properties"][property_name] |= extra
+        validators[tool["function"]["name"]] = jsonschema.Draft202012Validator(schema)
+    return validators

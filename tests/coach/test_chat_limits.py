@@ -1,0 +1,163 @@
+"""What one person may ask of the chat, and what a refused or oversized form says: each
+limit refused with its own message (429), nothing stored twice, nothing stored at all
+when refused."""
+
+from __future__ import annotations
+
+import uuid
+from urllib.parse import urlencode
+
+import pytest
+from django.test import Client
+
+from accounts.models import User
+from coach.models import ChatSession, Message
+from coach.views.pages import TOO_MANY_MESSAGES, TOO_MANY_SESSIONS, TOO_MANY_TURNS
+from tests.coach.factories import make_session
+
+pytestmark = pytest.mark.django_db
+
+HTMX = {"HX-Request": "true"}
+
+
+@pytest.fixture
+def client_of(client: Client, user: User) -> Client:
+    client.force_login(user)
+    return client
+
+
+def send(client: Client, session: ChatSession, text: str, **headers: str):
+    return client.post(
+        f"/chat/{session.pk}/messages", {"text": text, "client_id": str(uuid.uuid4())}, headers={**HTMX, **headers}
+    )
+
+
+def start(client: Client, text: str, client_id: str | None = None, *, htmx: bool = True):
+    data = {"text": text, "client_id": client_id or str(uuid.uuid4())}
+    return client.post("/chat/new", data, headers=HTMX if htmx else {})
+
+
+def test_the_eleventh_message_in_a_minute_is_refused_and_not_stored(client_of: Client, user: User, settings) -> None:
+    settings.COACH_MAX_TURNS_AT_ONCE = 100
+    session = make_session(user)
+
+    sent = [send(client_of, session, f"Message number {n}") for n in range(10)]
+    eleventh = send(client_of, session, "One too many")
+
+    assert [response.status_code for response in sent] == [200] * 10
+    assert eleventh.status_code == 429
+    assert TOO_MANY_MESSAGES in eleventh.content.decode()
+    assert eleventh["HX-Retarget"] == "#composer-error"
+    assert Message.objects.filter(session=session).count() == 10
+    assert "One too many" not in [message.content for message in Message.objects.filter(session=session)]
+
+
+def test_a_third_reply_at_once_waits_for_one_of_the_first_two(client_of: Client, user: User) -> None:
+    # In this test no turn can see its message (it is not committed), so both stay waiting.
+    session = make_session(user)
+    send(client_of, session, "First")
+    send(client_of, session, "Second")
+
+    third = send(client_of, session, "Third")
+
+    assert third.status_code == 429
+    assert TOO_MANY_TURNS in third.content.decode()
+    assert list(Message.objects.filter(session=session).values_list("content", flat=True)) == ["First", "Second"]
+
+
+def test_a_second_conversation_started_within_the_window_is_refused(client_of: Client, user: User, settings) -> None:
+    settings.COACH_SESSIONS_PER_MINUTE = 1
+
+    first = start(client_of, "Hello")
+    second = start(client_of, "Hello again")
+
+    assert first.status_code == 200 and first["HX-Redirect"]
+    assert second.status_code == 429
+    assert TOO_MANY_SESSIONS in second.content.decode()
+    assert ChatSession.objects.filter(user=user).count() == 1
+
+
+def test_ten_posts_with_one_client_id_start_one_conversation(client_of: Client, user: User, settings) -> None:
+    settings.COACH_SESSIONS_PER_MINUTE = 100
+    client_id = str(uuid.uuid4())
+
+    responses = [start(client_of, "Plan my week", client_id, htmx=False) for _ in range(10)]
+
+    session = ChatSession.objects.get(user=user)
+    assert {response.url for response in responses} == {f"/chat/{session.pk}/"}
+    assert Message.objects.filter(session__user=user).count() == 1
+
+
+@pytest.mark.parametrize("text", ["", "  \n\t "])
+def test_an_empty_first_message_is_refused_as_inside_a_conversation(client_of: Client, user: User, text: str) -> None:
+    session = make_session(user)
+    inside = send(client_of, session, text)
+
+    first = start(client_of, text)
+
+    assert first.status_code == inside.status_code == 422
+    assert first.content == inside.content
+    assert "Write something first: the message is empty." in first.content.decode()
+    assert ChatSession.objects.filter(user=user).count() == 1
+
+
+def test_without_javascript_a_refusal_shows_the_page_with_the_text_kept(client_of: Client, user: User) -> None:
+    session = make_session(user)
+    send(client_of, session, "First")
+    send(client_of, session, "Second")
+
+    response = client_of.post(
+        f"/chat/{session.pk}/messages", {"text": "Keep these words", "client_id": str(uuid.uuid4())}
+    )
+
+    html = response.content.decode()
+    assert response.status_code == 429
+    assert TOO_MANY_TURNS in html
+    assert ">Keep these words</textarea>" in html
+
+
+@pytest.mark.parametrize("encoding", ["urlencoded", "multipart"])
+def test_a_megabyte_message_is_refused_with_a_sentence_not_a_bare_error(
+    client_of: Client, user: User, encoding: str
+) -> None:
+    session = make_session(user)
+    form = {"text": "ü€" * 500_000, "client_id": str(uuid.uuid4())}
+
+    if encoding == "urlencoded":
+        # As a browser (and htmx) sends a form.
+        body = urlencode(form)
+        response = client_of.post(
+            f"/chat/{session.pk}/messages", body, content_type="application/x-www-form-urlencoded", headers=HTMX
+        )
+    else:
+        response = client_of.post(f"/chat/{session.pk}/messages", form, headers=HTMX)
+
+    assert response.status_code == 413
+    assert response["Content-Type"].startswith("text/plain")
+    assert "too much to send at once" in response.content.decode()
+    assert "4,000 characters" in response.content.decode()
+    assert not Message.objects.filter(session=session).exists()
+
+
+def test_the_message_box_says_its_limit(client_of: Client, user: User, settings) -> None:
+    settings.COACH_MAX_MESSAGE_CHARS = 1234
+    session = make_session(user)
+
+    html = client_of.get(f"/chat/{session.pk}/").content.decode()
+
+    assert 'maxlength="1234"' in html
+    assert "Enter sends · Shift+Enter adds a line" in html
+
+
+def test_every_model_call_is_capped_by_max_tokens(transactional_db: None, user: User, model_server, settings) -> None:
+    from asgiref.sync import async_to_sync
+
+    from coach.services import message_post, session_start
+    from coach.turn import turn_run
+
+    settings.COACH_MAX_TOKENS = 321
+    message = message_post(session=session_start(user=user), text="Plan my week", client_id=None)
+
+    async_to_sync(turn_run)(user_id=user.pk, message_id=message.pk)
+
+    assert [body["max_tokens"] for body in model_server.chat_requests()] == [321]
