@@ -20,4 +20,4 @@ RUN DJANGO_SECRET_KEY=collectstatic FIELD_ENCRYPTION_KEYS=collectstatic FIELD_LO
 
 USER coach
 EXPOSE 8000
-CMD ["uvicorn", "coach.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--proxy-headers", "--forwarded-allow-ips", "*"]
+CMD ["uvicorn", "coach.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--proxy-headers", "--forwarded-allow-ips", "*", "--timeout-graceful-shutdown", "5"]

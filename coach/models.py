@@ -21,11 +21,19 @@ class ChatSession(models.Model):
     last_message_at = models.DateTimeField(default=timezone.now)
     ended_at = models.DateTimeField(null=True, blank=True)
     summarised_at = models.DateTimeField(null=True, blank=True)
+    # An ended session waiting for its summary is the record that it needs one (in the
+    # database, whatever the broker did); a worker takes it by setting this.
+    summary_claimed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         indexes = [
             models.Index(fields=["user", "-last_message_at"]),
             models.Index(fields=["ended_at", "last_message_at"]),
+            models.Index(
+                fields=["ended_at"],
+                condition=models.Q(ended_at__isnull=False, summarised_at__isnull=True),
+                name="session_awaiting_summary",
+            ),
         ]
 
     def __str__(self) -> str:

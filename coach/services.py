@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from coach.conversation import Conversation, conversation_for_turn
@@ -28,6 +29,9 @@ if TYPE_CHECKING:
 DUPLICATE_WINDOW_SECONDS = 60
 # Past its deadline a turn ends itself; the sweeper leaves it this much longer to say so.
 TURN_GRACE_SECONDS = 30
+# A session's summary taken by a worker this long ago and still not written is handed out
+# again (the summary task retries model outages for up to about ten minutes).
+SUMMARY_LEASE_SECONDS = 15 * 60
 
 
 class MessageRejected(Exception):
@@ -92,10 +96,12 @@ def message_post(
         session.last_message_at = now
         if session.ended_at is not None:
             # Reopened: it is summarised again when it ends again, with what came after.
-            session.ended_at, session.summarised_at = None, None
+            session.ended_at, session.summarised_at, session.summary_claimed_at = None, None, None
         if not session.title:
             session.title = _title_from(text)
-        session.save(update_fields=["last_message_at", "ended_at", "summarised_at", "title", "updated_at"])
+        session.save(
+            update_fields=["last_message_at", "ended_at", "summarised_at", "summary_claimed_at", "title", "updated_at"]
+        )
     return message
 
 
@@ -199,14 +205,10 @@ def turns_sweep(*, now: datetime | None = None) -> int:
 
 
 def session_end(*, session: ChatSession, now: datetime | None = None) -> bool:
-    """End a session (asked for, or idle); its summary is written in the background."""
-    from coach.tasks import summarise_session
-
-    now = now or timezone.now()
-    with transaction.atomic():
-        ended = ChatSession.objects.filter(pk=session.pk, ended_at__isnull=True).update(ended_at=now)
-        if ended:
-            summarise_session.delay_on_commit(session.pk)
+    """End a session (asked for, or idle). Only the database is touched: an ended session
+    without a summary is itself the record that one is due, which summaries_due hands out
+    (every half minute), so no broker outage can lose it or hold up the person."""
+    ended = ChatSession.objects.filter(pk=session.pk, ended_at__isnull=True).update(ended_at=now or timezone.now())
     return ended == 1
 
 
@@ -221,8 +223,30 @@ def sessions_end_idle(*, now: datetime | None = None) -> int:
     return ended
 
 
-def session_summary_save(*, session: ChatSession, summary: str, now: datetime | None = None) -> None:
-    ChatSession.objects.filter(pk=session.pk).update(summary=summary, summarised_at=now or timezone.now())
+def summaries_due(*, now: datetime | None = None, limit: int = 100) -> list[int]:
+    """Take the ended sessions still without a summary, and not taken by a worker within
+    SUMMARY_LEASE_SECONDS (one that died, or a task the broker lost): their ids. Each is
+    taken by exactly one caller."""
+    now = now or timezone.now()
+    lease_over = now - timedelta(seconds=SUMMARY_LEASE_SECONDS)
+    due = (
+        ChatSession.objects.filter(ended_at__isnull=False, summarised_at__isnull=True)
+        .filter(Q(summary_claimed_at__isnull=True) | Q(summary_claimed_at__lt=lease_over))
+        .order_by("ended_at")
+    )
+    with transaction.atomic():
+        ids = list(due.select_for_update(skip_locked=True).values_list("pk", flat=True)[:limit])
+        ChatSession.objects.filter(pk__in=ids).update(summary_claimed_at=now)
+    return ids
+
+
+def session_summary_save(*, session: ChatSession, summary: str, now: datetime | None = None) -> bool:
+    """Keep the session's summary, once: a second worker's (a lease that ran out while the
+    first was still at it) is not kept. Whether this one was."""
+    saved = ChatSession.objects.filter(pk=session.pk, summarised_at__isnull=True).update(
+        summary=summary, summarised_at=now or timezone.now()
+    )
+    return saved == 1
 
 
 def _check_text(text: str) -> str:

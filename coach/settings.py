@@ -149,10 +149,12 @@ REDIS_URL = env_required(
 )
 CACHES = {
     "default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        # Redis, and this process's memory while Redis does not answer (infra/cache_backend.py).
+        "BACKEND": "infra.cache_backend.RedisCacheWithFallback",
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": "coach",
-        "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2},
+        # A local Redis answers in well under a millisecond; one that takes this long is down.
+        "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
     }
 }
 
@@ -173,6 +175,8 @@ LOGIN_URL = "account_login"
 LOGIN_REDIRECT_URL = "chat"
 
 # django-allauth: email and password, verified email, rate limits on (they count in Redis).
+# Sign-up, password-reset and sign-in mail is queued, then sent by a task (emails/outbox.py).
+ACCOUNT_ADAPTER = "accounts.adapter.AccountAdapter"
 ACCOUNT_LOGIN_METHODS = {"email"}
 ACCOUNT_SIGNUP_FIELDS = ["email*", "password1*", "password2*"]
 ACCOUNT_USER_MODEL_USERNAME_FIELD = None
@@ -241,6 +245,16 @@ CELERY_BEAT_SCHEDULE: dict[str, dict] = {
     # Every half minute: a turn whose web process died (past its deadline, still
     # "answering") is ended failed and retryable.
     "sweep-stale-turns": {"task": "coach.tasks.sweep_stale_turns", "schedule": 30.0, "options": {"expires": 25}},
+    # Every half minute: each ended session still without a summary gets a summary task
+    # (ending one only marks it, so a broker outage delays summaries, never loses them).
+    "summarise-ended-sessions": {
+        "task": "coach.tasks.summarise_ended_sessions",
+        "schedule": 30.0,
+        "options": {"expires": 25},
+    },
+    # Every 5 seconds: mail someone is waiting for (a sign-up confirmation, a password
+    # reset), queued by the page that asked for it, is sent; SMTP outages only delay it.
+    "send-outgoing-mail": {"task": "emails.tasks.send_outgoing_mail", "schedule": 5.0, "options": {"expires": 4}},
     # Every quarter hour: people with an intention coming up within MEMORY_PROSPECTIVE_LEAD_DAYS
     # are asked how it is going, if it is a good time to write to them.
     "plan-check-ins": {
@@ -334,6 +348,12 @@ COACH_SESSION_IDLE_MINUTES = env_int("COACH_SESSION_IDLE_MINUTES", default=30)
 # The longest a turn may run, from its claim to its reply; past it, it ends failed and
 # retryable (the sweeper judges dead turns by it too).
 COACH_TURN_DEADLINE_SECONDS = env_int("COACH_TURN_DEADLINE_SECONDS", default=120)
+# The longest the model may take to start answering (its first words, or its first tool
+# call), each time it is asked within a turn; past it the turn ends failed and retryable.
+COACH_FIRST_WORDS_SECONDS = env_int("COACH_FIRST_WORDS_SECONDS", default=20)
+# On stopping, how long a web process waits for the replies it is writing to be saved
+# (the readers reconnect elsewhere); a turn still running then is handed back by the sweeper.
+SHUTDOWN_GRACE_SECONDS = env_int("SHUTDOWN_GRACE_SECONDS", default=30)
 # The most a model may write in one answer (max_tokens on every call).
 COACH_MAX_TOKENS = env_int("COACH_MAX_TOKENS", default=1500)
 # What one person may ask of the chat: turns answering at once, messages a minute,

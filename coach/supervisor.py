@@ -6,7 +6,10 @@
 Writes development secrets to `.env` the first time, starts PostgreSQL and Redis where
 their URLs are unset (data kept in `.data/`), migrates, then runs the web app (uvicorn,
 ASGI), a Celery worker, Celery beat and, without OPENAI_API_KEY, the offline coach.
-Ctrl-C stops every process it started; if one of them dies, the rest are stopped too.
+Ctrl-C stops every process it started, gently: the web process finishes and saves the
+replies it is writing, the worker finishes its tasks (or hands them back). If the local
+PostgreSQL or Redis dies it is started again, with a growing pause between tries; if
+one of the app's own processes dies, the rest are stopped too.
 """
 
 from __future__ import annotations
@@ -21,18 +24,25 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from coach.localservices import LocalServiceError, start_missing_services, stop_services
+from coach.localservices import LocalService, LocalServiceError, start_missing_services, stop_services
 from infra.environment import DEFAULT_OFFLINE_COACH_URL
 from infra.health import postgres_problem, redis_problem
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = BASE_DIR / ".data"
 ENV_FILE = BASE_DIR / ".env"
-STOP_TIMEOUT_SECONDS = 10.0
+# The web process cuts its readers after this on stopping (their browsers reconnect), then
+# waits up to SHUTDOWN_GRACE_SECONDS for the replies it is writing.
+READERS_GRACE_SECONDS = 5
+# Beyond those, what a stopping process gets before it is killed.
+STOP_MARGIN_SECONDS = 15.0
+# Between tries to bring back a local service that died: doubling, up to the last.
+RESTART_PAUSES_SECONDS = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 
 
 @dataclass(frozen=True)
@@ -95,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         if subprocess.call([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"]) != 0:
             return fail("migrations failed (see above)")
         url = f"http://{args.host}:{args.port}/"
-        return supervise(app_processes(args.host, args.port, data_dir), url=url)
+        return supervise(app_processes(args.host, args.port, data_dir), url=url, services=services)
     finally:
         stop_services(services)
         if lock is not None:
@@ -115,7 +125,21 @@ def preflight() -> str | None:
 def app_processes(host: str, port: int, data_dir: Path) -> list[ProcessSpec]:
     python = sys.executable
     specs = [
-        ProcessSpec("web", [python, "-m", "uvicorn", "coach.asgi:application", "--host", host, "--port", str(port)]),
+        ProcessSpec(
+            "web",
+            [
+                python,
+                "-m",
+                "uvicorn",
+                "coach.asgi:application",
+                "--host",
+                host,
+                "--port",
+                str(port),
+                "--timeout-graceful-shutdown",
+                str(READERS_GRACE_SECONDS),
+            ],
+        ),
         ProcessSpec("worker", [python, "-m", "celery", "-A", "coach", "worker", "--loglevel", "INFO"]),
         ProcessSpec(
             "beat",
@@ -143,8 +167,9 @@ def app_processes(host: str, port: int, data_dir: Path) -> list[ProcessSpec]:
     return specs
 
 
-def supervise(specs: list[ProcessSpec], *, url: str) -> int:
-    """Start every process, relay their output, and stop them all when one ends or on Ctrl-C."""
+def supervise(specs: list[ProcessSpec], *, url: str, services: Sequence[LocalService] = ()) -> int:
+    """Start every process, relay their output, bring back a local service that dies, and
+    stop them all when one of them ends or on Ctrl-C."""
     stopping = threading.Event()
 
     def request_stop(signum: int, frame: object) -> None:
@@ -168,12 +193,14 @@ def supervise(specs: list[ProcessSpec], *, url: str) -> int:
         running[spec.name] = process
         threading.Thread(target=relay, args=(spec.name.ljust(width), process), daemon=True).start()
 
+    keeper = _ServiceKeeper(services)
     announced = False
     exit_code = 0
     while not stopping.is_set():
         if not announced and answers(url + "healthz"):
             say(f"the app is running at {url}  (Ctrl-C stops everything)")
             announced = True
+        keeper.check()
         for name, process in running.items():
             if process.poll() is not None:
                 say(f"{name} exited with code {process.returncode}; stopping the others")
@@ -182,19 +209,59 @@ def supervise(specs: list[ProcessSpec], *, url: str) -> int:
                 break
         stopping.wait(0.2)
 
-    say("stopping...")
-    for process in running.values():
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_TIMEOUT_SECONDS
-    for process in running.values():
-        try:
-            process.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+    say("stopping (replies being written are finished first)...")
+    stop_gently(running)
     say("stopped")
     return exit_code
+
+
+def stop_gently(running: dict[str, subprocess.Popen[bytes]]) -> None:
+    """SIGTERM to each process itself, not its group: uvicorn then finishes and saves the
+    replies it is writing, and Celery's worker its tasks (its pool's children would die
+    mid-task if they got the signal too). The offline coach goes last, once the web
+    process, whose replies it may be writing, is gone. Whatever outstays its time is killed."""
+    grace = float(os.environ.get("SHUTDOWN_GRACE_SECONDS", "30"))
+    deadline = time.monotonic() + READERS_GRACE_SECONDS + grace + STOP_MARGIN_SECONDS
+    order = [[name for name in running if name != "coach"], [name for name in running if name == "coach"]]
+    for names in order:
+        for name in names:
+            if running[name].poll() is None:
+                running[name].send_signal(signal.SIGTERM)
+        for name in names:
+            process = running[name]
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                say(f"{name} did not stop in time; killing it")
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+
+class _ServiceKeeper:
+    """Brings back a local PostgreSQL or Redis that died, at the same address, so the app's
+    processes reconnect by themselves; tries again after a growing pause when it fails."""
+
+    def __init__(self, services: Sequence[LocalService]) -> None:
+        self._services = list(services)
+        self._failures: dict[str, int] = {}
+        self._next_try: dict[str, float] = {}
+
+    def check(self) -> None:
+        for service in self._services:
+            if service.alive() or time.monotonic() < self._next_try.get(service.name, 0.0):
+                continue
+            failures = self._failures.get(service.name, 0)
+            say(f"the local {service.name} stopped; starting it again" + (f" (try {failures + 1})" if failures else ""))
+            try:
+                service.restart()
+            except Exception as error:  # whatever it was, the next try may work
+                pause = RESTART_PAUSES_SECONDS[min(failures, len(RESTART_PAUSES_SECONDS) - 1)]
+                self._failures[service.name] = failures + 1
+                self._next_try[service.name] = time.monotonic() + pause
+                say(f"{error}; trying again in {pause:g} s")
+                continue
+            self._failures.pop(service.name, None)
+            say(f"the local {service.name} is back at the same address")
 
 
 def answers(url: str) -> bool:

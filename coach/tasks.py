@@ -9,7 +9,7 @@ from celery import Task, shared_task
 
 from coach.models import ChatSession, Message
 from coach.selectors import session_messages
-from coach.services import session_summary_save, sessions_end_idle, turns_sweep
+from coach.services import session_summary_save, sessions_end_idle, summaries_due, turns_sweep
 from infra import llm
 from infra.llm import LLMError
 from infra.prompts import prompt
@@ -31,6 +31,17 @@ def sweep_stale_turns() -> int:
     its message is handed back to the person, failed and retryable (never answered twice:
     a retry is a new claim)."""
     return turns_sweep()
+
+
+@shared_task(ignore_result=True)
+def summarise_ended_sessions() -> int:
+    """Every half minute: hand out a summary task for each ended session still without a
+    summary. Ending a session only marks it ended, so a broker that was away when it ended
+    delays its summary and never loses it."""
+    ids = summaries_due()
+    for session_id in ids:
+        summarise_session.delay(session_id)
+    return len(ids)
 
 
 @shared_task(bind=True, acks_late=True, max_retries=5)
@@ -57,6 +68,8 @@ def _summarise(session_id: int) -> None:
         if m.role == Message.Role.USER or m.status == Message.Status.COMPLETE
     ]
     if not lines:
+        # Nothing was said that could be summarised: done, with an empty summary.
+        session_summary_save(session=session, summary="")
         return
     summary = llm.complete(
         [

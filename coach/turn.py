@@ -26,6 +26,7 @@ from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
+from redis import RedisError
 
 from coach import streams
 from coach.rendering import render_reply
@@ -50,6 +51,10 @@ COALESCE_SECONDS = 0.03
 
 class _Stopped(Exception):
     """The person asked the turn to stop."""
+
+
+class _TooSlow(TimeoutError):
+    """The model did not start answering in time."""
 
 
 def turn_start(*, user_id: int, message_id: int) -> concurrent.futures.Future[None]:
@@ -82,9 +87,10 @@ async def turn_run(*, user_id: int, message_id: int) -> None:
     except _Stopped:
         await db_step(reply_stop, message=message, partial_text=words.text)
         await _append(message.pk, streams.STOPPED, {"html": render_reply(words.text) if words.text.strip() else ""})
-    except TimeoutError:
-        logger.warning("turn for message %s passed its deadline", message.pk)
-        await _fail(message.pk, error="the turn passed its deadline", shown=FAILED_TOO_SLOW, partial=words.text)
+    except TimeoutError as error:
+        why = str(error) or "the turn passed its deadline"
+        logger.warning("turn for message %s: %s", message.pk, why)
+        await _fail(message.pk, error=why, shown=FAILED_TOO_SLOW, partial=words.text)
     except LLMError as error:
         logger.warning("turn for message %s failed: %s", message.pk, error)
         shown = FAILED_RETRYABLE if error.retryable else FAILED_FOR_GOOD
@@ -114,6 +120,7 @@ class _Words:
         self._unsent: list[str] = []
         self._new_round = False
         self._sent_any = False
+        self._stream_down = False
         self._last_write = 0.0
         # Writes keep their order: a delayed write and the next one never overtake.
         self._lock = asyncio.Lock()
@@ -163,7 +170,17 @@ class _Words:
         self._delayed = asyncio.ensure_future(self.flush())
 
     async def _send(self, kind: str, data: dict[str, Any]) -> None:
-        await streams.reply_append(self._message_id, kind, data, first=not self._sent_any)
+        if self._stream_down:
+            return
+        try:
+            await streams.reply_append(self._message_id, kind, data, first=not self._sent_any)
+        except RedisError as error:
+            # The reply goes on, and is saved whole: readers learn it from the database.
+            self._stream_down = True
+            logger.warning(
+                "message %s: its stream is unreachable (%s); the reply continues unstreamed", self._message_id, error
+            )
+            return
         self._sent_any = True
 
     @property
@@ -211,19 +228,34 @@ async def _one_response(
     response: ModelResponse | None = None
     # A Stop needs the turn's stream to show on first, so the first look is a moment in.
     next_check = time.monotonic() + STOP_CHECK_SECONDS
-    async for piece in llm.stream_chat(messages, tools=tools):
-        if message_id is not None and time.monotonic() >= next_check:
-            # The Stop may come from any web process: it is a flag in Redis, read a few
-            # times a second rather than for every token.
-            if await streams.stop_requested(message_id):
-                raise _Stopped
-            next_check = time.monotonic() + STOP_CHECK_SECONDS
-        if isinstance(piece, TextDelta):
-            await on_text(piece.text)
-        else:
-            response = piece
+    # The model must start within COACH_FIRST_WORDS_SECONDS; once it has, the turn's own
+    # deadline is the only one left.
+    try:
+        async with asyncio.timeout(settings.COACH_FIRST_WORDS_SECONDS) as first_words:
+            async for piece in llm.stream_chat(messages, tools=tools):
+                first_words.reschedule(None)
+                if message_id is not None and time.monotonic() >= next_check:
+                    # The Stop may come from any web process: it is a flag in Redis, read a few
+                    # times a second rather than for every token.
+                    if await _stop_requested(message_id):
+                        raise _Stopped
+                    next_check = time.monotonic() + STOP_CHECK_SECONDS
+                if isinstance(piece, TextDelta):
+                    await on_text(piece.text)
+                else:
+                    response = piece
+    except TimeoutError:
+        raise _TooSlow(f"the model did not start answering within {settings.COACH_FIRST_WORDS_SECONDS} s") from None
     assert response is not None, "stream_chat always ends with the whole response"
     return response
+
+
+async def _stop_requested(message_id: int) -> bool:
+    try:
+        return await streams.stop_requested(message_id)
+    except RedisError:
+        # Without Redis no Stop can be asked for; the reply goes on.
+        return False
 
 
 async def _fail(message_id: int, *, error: str, shown: str, partial: str) -> None:

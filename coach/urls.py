@@ -17,6 +17,7 @@ urlpatterns = [
     path("chat/<int:pk>/messages/<int:message_pk>/stop", pages.reply_stop, name="reply_stop"),
     path("chat/<int:pk>/end", pages.session_close, name="session_end"),
     path("healthz", health.healthz, name="healthz"),
+    path("livez", health.livez, name="livez"),
     path("accounts/", include("allauth.urls")),
     # String includes: the project wiring names each app's URLs without importing them.
     path("", include("accounts.urls")),

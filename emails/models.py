@@ -138,3 +138,36 @@ class WeeklyEpisodeRequest(models.Model):
 
     def __str__(self) -> str:
         return f"{self.week_key} of {self.user_id}"
+
+
+class OutgoingMail(models.Model):
+    """Mail someone is waiting for (a sign-up confirmation, a password reset, a sign-in
+    code), kept until it is sent: an SMTP outage delays it, never loses it or fails the
+    page that asked for it. Deleted once sent (it holds links that sign people in)."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        FAILED = "failed"
+
+    # Where to: encrypted like the text, and found for erasure by its keyed hash.
+    to = EncryptedTextField()
+    to_digest = models.CharField(max_length=64, db_index=True)
+    from_email = models.CharField(max_length=320)
+    subject = EncryptedTextField()
+    body_text = EncryptedTextField()
+    body_html = EncryptedTextField(blank=True, default="")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    attempts = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    # When a sender may next take it: now, after a failure's pause, or after the lease of
+    # a sender that took it (and may have died).
+    next_attempt_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["next_attempt_at"], condition=models.Q(status="queued"), name="outgoing_mail_due")
+        ]
+
+    def __str__(self) -> str:
+        return f"outgoing mail {self.pk} ({self.status})"

@@ -12,6 +12,7 @@ import logging
 from celery import Task, shared_task
 from django.conf import settings
 
+from emails.outbox import mail_send_due
 from emails.planning import (
     check_ins_plan,
     emails_dispatch_due,
@@ -32,6 +33,13 @@ def retry_countdown(retries: int) -> float:
     """Exponential backoff from EMAIL_RETRY_BACKOFF_SECONDS, capped at a quarter of the
     visibility timeout: a retry waits in the worker, never long enough to be redelivered."""
     return min(settings.EMAIL_RETRY_BACKOFF_SECONDS * 2**retries, settings.CELERY_VISIBILITY_TIMEOUT_SECONDS / 4)
+
+
+@shared_task(ignore_result=True)
+def send_outgoing_mail() -> int:
+    """Every few seconds: the mail people are waiting for (sign-up, password reset, sign-in
+    codes) whose time has come is sent; what SMTP refuses for now waits and is tried again."""
+    return mail_send_due()
 
 
 @shared_task(ignore_result=True)

@@ -194,8 +194,9 @@ def _async_client() -> openai.AsyncOpenAI:
     clients = _async_clients.setdefault(asyncio.get_running_loop(), {})
     if options not in clients:
         base_url, api_key, timeout, max_retries = options
+        # The chat is streamed to someone waiting: at most one retry, then Retry is theirs.
         clients[options] = openai.AsyncOpenAI(
-            base_url=base_url, api_key=api_key or NO_KEY, timeout=timeout, max_retries=max_retries
+            base_url=base_url, api_key=api_key or NO_KEY, timeout=timeout, max_retries=min(max_retries, 1)
         )
     return clients[options]
 

@@ -22,6 +22,8 @@ DRIVER = DriverInfo(lib_version=redis.__version__)
 
 SOCKET_TIMEOUT_SECONDS = 5.0
 CONNECT_TIMEOUT_SECONDS = 2.0
+# Sync calls are all quick ones, made while a request waits: a Redis that takes longer is down.
+SYNC_TIMEOUT_SECONDS = 1.0
 
 _async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, redis.asyncio.Redis]] = (
     weakref.WeakKeyDictionary()
@@ -54,4 +56,6 @@ _OPTIONS = {
 
 @lru_cache(maxsize=4)
 def _sync_client(url: str) -> redis.Redis:
-    return redis.Redis.from_url(url, **_OPTIONS)
+    return redis.Redis.from_url(
+        url, **{**_OPTIONS, "socket_timeout": SYNC_TIMEOUT_SECONDS, "socket_connect_timeout": SYNC_TIMEOUT_SECONDS}
+    )

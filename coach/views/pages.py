@@ -21,6 +21,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
+from redis import RedisError
 
 from coach import streams
 from coach.limits import within_rate
@@ -36,6 +37,7 @@ SIDEBAR_SESSIONS = 50
 TOO_MANY_TURNS = "Your coach is still answering your other messages. Send this one when a reply is in."
 TOO_MANY_MESSAGES = "That is a lot of messages in a minute. Take a breath, then send it again."
 TOO_MANY_SESSIONS = "You started several conversations just now. Wait a minute before starting another."
+CANNOT_STOP = "The reply can't be stopped just now; it will finish by itself in a moment."
 TOO_LONG = "That message is too long to send; the most is {most:,} characters. Try splitting it in two."
 
 
@@ -129,7 +131,12 @@ def reply_retry(request: HttpRequest, pk: int, message_pk: int) -> HttpResponse:
     """Ask for the reply again; the person's message is not sent a second time."""
     message = get_object_or_404(_people_messages(request, pk), pk=message_pk)
     if message_retry(message=message):
-        streams.reply_forget(message.pk)
+        try:
+            streams.reply_forget(message.pk)
+        except RedisError:
+            # Redis is away: a reader may be shown the failed attempt until it expires, and
+            # a reload shows the new reply from the database once it is saved.
+            logger.warning("the failed reply to message %s could not be cleared from its stream", message.pk)
         turn_start(user_id=request.user.pk, message_id=message.pk)
     message.refresh_from_db()
     if not request.htmx:
@@ -146,7 +153,10 @@ def reply_stop(request: HttpRequest, pk: int, message_pk: int) -> HttpResponse:
     turn (in whichever web process runs it) sees the request within a fraction of a second."""
     message = get_object_or_404(_people_messages(request, pk), pk=message_pk)
     if message.status in (Message.Status.PENDING, Message.Status.ANSWERING):
-        streams.stop_request(message.pk)
+        try:
+            streams.stop_request(message.pk)
+        except RedisError:
+            return HttpResponse(CANNOT_STOP, status=503, content_type="text/plain; charset=utf-8")
     if not request.htmx:
         return redirect("session", pk=pk)
     return HttpResponse(status=204)

@@ -10,10 +10,11 @@ still learns the outcome. Each person may hold COACH_MAX_OPEN_STREAMS readers op
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,7 @@ from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpRespons
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
+from redis import RedisError
 
 from coach import streams
 from coach.models import Message
@@ -45,6 +47,8 @@ QUIET_SECONDS = 3.0
 RECONNECT_MILLISECONDS = 1000
 # A reader of a conversation's new messages ends after this; the browser reconnects.
 SESSION_READER_SECONDS = 600
+# Without Redis, a reader looks in the database for the reply this often.
+WITHOUT_REDIS_POLL_SECONDS = 1.0
 
 
 @login_required
@@ -58,9 +62,8 @@ async def reply_stream(request: HttpRequest, pk: int, message_pk: int) -> HttpRe
     await release_request_connection()
     if message is None:
         raise Http404("No such message.")
-    token, open_now = await streams.reader_open(user.pk)
-    if open_now > streams.max_open_readers():
-        await streams.reader_close(user.pk, token)
+    token = await _reader_open(user.pk)
+    if token is None:
         return HttpResponse(TOO_MANY_STREAMS, status=429, content_type="text/plain; charset=utf-8")
     if message.status == Message.Status.PENDING:
         # Posted, yet no turn has it (its web process died before starting one): start it.
@@ -82,11 +85,10 @@ async def session_events(request: HttpRequest, pk: int) -> HttpResponse:
     await release_request_connection()
     if not found:
         raise Http404("No such conversation.")
-    token, open_now = await streams.reader_open(user.pk)
-    if open_now > streams.max_open_readers():
-        await streams.reader_close(user.pk, token)
+    token = await _reader_open(user.pk)
+    if token is None:
         return HttpResponse(TOO_MANY_STREAMS, status=429, content_type="text/plain; charset=utf-8")
-    after = request.headers.get("Last-Event-ID") or await streams.session_latest(pk)
+    after = request.headers.get("Last-Event-ID") or await _quietly(streams.session_latest(pk), default="$")
     return _event_stream(_session_events(user.pk, token, pk, after=after))
 
 
@@ -112,7 +114,13 @@ async def _reply_events(user_id: int, token: str, message: Message, *, after: st
     try:
         yield f"retry: {RECONNECT_MILLISECONDS}\n\n"
         while True:
-            events = await streams.reply_read(message.pk, after=after, block_seconds=QUIET_SECONDS)
+            try:
+                events = await streams.reply_read(message.pk, after=after, block_seconds=QUIET_SECONDS)
+            except RedisError:
+                # No stream to follow: the reply is still written and saved; it is shown
+                # whole when the database has it.
+                await asyncio.sleep(WITHOUT_REDIS_POLL_SECONDS)
+                events = []
             for event in events:
                 after = event.id
                 yield _sse(event.kind, urls.complete(event.kind, event.data), event_id=event.id)
@@ -126,9 +134,9 @@ async def _reply_events(user_id: int, token: str, message: Message, *, after: st
                 yield _sse(kind, urls.complete(kind, data))
                 return
             yield ": still writing\n\n"
-            await streams.reader_alive(user_id, token)
+            await _quietly(streams.reader_alive(user_id, token))
     finally:
-        await streams.reader_close(user_id, token)
+        await _quietly(streams.reader_close(user_id, token))
 
 
 async def _session_events(user_id: int, token: str, session_id: int, *, after: str) -> AsyncIterator[str]:
@@ -136,16 +144,43 @@ async def _session_events(user_id: int, token: str, session_id: int, *, after: s
     try:
         yield f"retry: {RECONNECT_MILLISECONDS}\n\n"
         while time.monotonic() < ends_at:
-            posted = await streams.session_read(session_id, after=after, block_seconds=QUIET_SECONDS)
+            try:
+                posted = await streams.session_read(session_id, after=after, block_seconds=QUIET_SECONDS)
+            except RedisError:
+                # Other tabs' messages show on the next reload meanwhile.
+                await asyncio.sleep(QUIET_SECONDS)
+                posted = []
             for event_id, message_id in posted:
                 after = event_id
                 url = reverse("exchange", kwargs={"pk": session_id, "message_pk": message_id})
                 yield _sse("message", {"message_id": message_id, "url": url}, event_id=event_id)
             if not posted:
                 yield ": nothing new\n\n"
-                await streams.reader_alive(user_id, token)
+                await _quietly(streams.reader_alive(user_id, token))
     finally:
-        await streams.reader_close(user_id, token)
+        await _quietly(streams.reader_close(user_id, token))
+
+
+async def _reader_open(user_id: int) -> str | None:
+    """Count the reader as one of the person's open ones: its token, or None past the limit.
+    Without Redis nothing is counted (and the reader is let in, with a warning)."""
+    try:
+        token, open_now = await streams.reader_open(user_id)
+    except RedisError as error:
+        logger.warning("Redis does not answer (%s): open streams are not counted meanwhile", error)
+        return "uncounted"
+    if open_now > streams.max_open_readers():
+        await _quietly(streams.reader_close(user_id, token))
+        return None
+    return token
+
+
+async def _quietly[T](work: Awaitable[T], *, default: T | None = None) -> T | None:
+    """Bookkeeping in Redis that a reader can do without: done if Redis answers."""
+    try:
+        return await work
+    except RedisError:
+        return default
 
 
 class _Urls:

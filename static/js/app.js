@@ -3,6 +3,7 @@
 
 (() => {
   const following = new Set();
+  const STILL_THINKING_AFTER_MS = 6000;
   const fetching = new Set();
 
   // What a failed request means to the person, by status; the server's own words win
@@ -157,13 +158,23 @@
     const finish = () => {
       if (finished) return;
       finished = true;
+      clearTimeout(thinking);
       source.close();
       following.delete(url);
       if (following.size === 0) setSending(false);
     };
     const data = (event) => JSON.parse(event.data);
+    // A model slow to start: after a few seconds the person is told it is still thinking.
+    const thinking = setTimeout(() => {
+      if (finished || text.textContent) return;
+      const note = document.createElement("p");
+      note.className = "note thinking";
+      note.textContent = "Still thinking…";
+      bubble.querySelector(".typing")?.after(note);
+    }, STILL_THINKING_AFTER_MS);
     source.addEventListener("open", () => bubble.classList.remove("reconnecting"));
     source.addEventListener("text", (event) => {
+      bubble.querySelector(".thinking")?.remove();
       text.textContent += data(event).text;
       scrollToEnd();
     });
@@ -273,7 +284,9 @@
     form.addEventListener("htmx:beforeRequest", () => setSending(true));
     form.addEventListener("htmx:afterRequest", (event) => {
       if (following.size === 0) setSending(false);
-      if (event.detail.xhr && event.detail.xhr.status < 300) {
+      // Only a request the server took empties the box; a refusal or a lost one keeps it.
+      const status = event.detail.xhr ? event.detail.xhr.status : 0;
+      if (status >= 200 && status < 300) {
         textarea.value = "";
         fit();
         form.querySelector('input[name="client_id"]').value = newClientId();

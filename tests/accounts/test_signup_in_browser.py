@@ -8,6 +8,7 @@ import pytest
 from django.core import mail
 from playwright.sync_api import Page, expect
 
+from emails.outbox import mail_send_due
 from tests.conftest import PASSWORD
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -21,6 +22,7 @@ def test_sign_up_verify_log_in_see_the_chat_and_log_out(page: Page, live_app: st
     page.get_by_role("button", name="Sign Up").click()
     expect(page.get_by_role("heading", name="Verify Your Email Address")).to_be_visible()
 
+    mail_send_due()
     link = re.search(r"https?://[^/\s]+(/accounts/confirm-email/\S+/)", mail.outbox[-1].body).group(1)
     page.goto(live_app + link)
     page.get_by_role("button", name="Confirm").click()

@@ -10,6 +10,7 @@ from playwright.sync_api import Page, expect
 
 from accounts.models import User
 from coach.models import Message
+from emails.outbox import mail_send_due
 from offline_coach import ModelServer
 from tests.conftest import PASSWORD
 
@@ -37,6 +38,7 @@ def test_a_new_person_is_remembered_from_onboarding_to_a_new_session(
     page.get_by_label("Password:", exact=True).fill(PASSWORD)
     page.get_by_label("Password (again):").fill(PASSWORD)
     page.get_by_role("button", name="Sign Up").click()
+    mail_send_due()
     link = re.search(r"https?://[^/\s]+(/accounts/confirm-email/\S+/)", mail.outbox[-1].body).group(1)
     page.goto(live_app + link)
     page.get_by_role("button", name="Confirm").click()

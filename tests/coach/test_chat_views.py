@@ -9,6 +9,7 @@ from django.test import Client
 
 from accounts.models import User
 from coach.models import ChatSession, Message
+from coach.tasks import summarise_ended_sessions
 from tests.coach.factories import make_session
 from tests.conftest import make_user
 
@@ -167,8 +168,8 @@ def test_ending_a_session_summarises_it(
 ) -> None:
     session = make_session(user, "I ran 5 km today", "Great work.")
 
-    with django_capture_on_commit_callbacks(execute=True):
-        response = client_of.post(f"/chat/{session.pk}/end")
+    response = client_of.post(f"/chat/{session.pk}/end")
+    summarise_ended_sessions()
 
     assert response.status_code == 302 and response.url == "/"
     session.refresh_from_db()

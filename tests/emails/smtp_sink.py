@@ -22,12 +22,15 @@ TRY_LATER = "451 4.3.0 Mailbox busy, try again later"
 REFUSE = "550 5.1.1 No such user here"
 WAIT_SECONDS = 30.0
 _HOLD = "hold"
+_DELAY = "delay:"
 
 
 class SmtpSink:
-    def __init__(self) -> None:
-        self.port = free_port()
+    def __init__(self, port: int | None = None) -> None:
+        # A port of its own, or the one a stopped sink had (an SMTP server back after an outage).
+        self.port = port or free_port()
         self.held = threading.Event()
+        self._stopped = True
         self._accepted: list[EmailMessage] = []
         self._answers: deque[str] = deque()
         self._attempts = 0
@@ -36,11 +39,15 @@ class SmtpSink:
         self._controller = Controller(self, hostname="127.0.0.1", port=self.port, server_hostname="sink.test")
 
     def start(self) -> Self:
+        self._stopped = False
         self._controller.start()
         return self
 
     def stop(self) -> None:
-        self._controller.stop()
+        """Stop listening (an SMTP outage); stopping a stopped sink does nothing."""
+        if not self._stopped:
+            self._controller.stop()
+            self._stopped = True
 
     @property
     def mailer(self) -> dict[str, Any]:
@@ -56,6 +63,12 @@ class SmtpSink:
         """The next messages get these replies, in order; then every message is accepted."""
         with self._condition:
             self._answers.extend(replies)
+
+    def delay_next(self, seconds: float) -> None:
+        """The next message is accepted, but only after `seconds` (a slow server), and
+        `held` is set while it waits."""
+        with self._condition:
+            self._answers.append(f"{_DELAY}{seconds}")
 
     def hold_next(self) -> None:
         """The next message is neither accepted nor refused: the server waits until the
@@ -98,6 +111,10 @@ class SmtpSink:
             self.held.set()
             # Cancelled by aiosmtpd when the client's connection drops.
             await asyncio.Event().wait()
+        if answer.startswith(_DELAY):
+            self.held.set()
+            await asyncio.sleep(float(answer.removeprefix(_DELAY)))
+            answer = ACCEPT
         if answer.startswith("250"):
             message = email.message_from_bytes(envelope.content, policy=email.policy.default)
             assert isinstance(message, EmailMessage)

@@ -14,6 +14,7 @@ from django.utils import timezone
 from accounts.models import User
 from coach.models import ChatSession
 from coach.services import session_end
+from coach.tasks import summarise_ended_sessions
 from emails.models import Email
 from emails.planning import emails_dispatch_due, session_recap_plan, session_recaps_plan
 from offline_coach import ModelServer
@@ -59,8 +60,8 @@ def test_a_session_summary_is_followed_by_a_recap_for_someone_who_asked(
     reachable_now(user, session_summaries=True)
     session = make_session(user, "I finished chapter three", "Wonderful. What's next?")
 
-    with django_capture_on_commit_callbacks(execute=True):
-        session_end(session=session)
+    session_end(session=session)
+    summarise_ended_sessions()
     # The summary is a fact the recap planner picks up on its next tick.
     with django_capture_on_commit_callbacks(execute=True):
         session_recaps_plan()
@@ -79,8 +80,8 @@ def test_no_recap_for_someone_who_did_not_ask(
     reachable_now(user, session_summaries=False)
     session = make_session(user, "Hello", "Hi!")
 
-    with django_capture_on_commit_callbacks(execute=True):
-        session_end(session=session)
+    session_end(session=session)
+    summarise_ended_sessions()
     # The summary is a fact the recap planner picks up on its next tick.
     with django_capture_on_commit_callbacks(execute=True):
         session_recaps_plan()

@@ -18,6 +18,7 @@ from accounts.models import LoginSession, User
 from accounts.services import account_delete
 from coach.models import ChatSession
 from coach.services import message_post, session_end
+from coach.tasks import summarise_ended_sessions
 from emails.planning import weekly_episodes_plan
 from memory.drafts import MemoryDraft, ProposalDecided
 from memory.models import Memory, MemoryEvent, MemoryProposal
@@ -200,15 +201,15 @@ def test_a_session_reopened_after_it_ended_is_summarised_again(
     user: User, model_server: ModelServer, celery_eager: None, django_capture_on_commit_callbacks
 ) -> None:
     session = make_session(user, "I ran 5k", "Well done.")
-    with django_capture_on_commit_callbacks(execute=True):
-        session_end(session=session)
+    session_end(session=session)
+    summarise_ended_sessions()
     first = ChatSession.objects.get(pk=session.pk).summary
 
     message_post(session=session, text="And I signed up for a half marathon in April", client_id=None)
     reopened = ChatSession.objects.get(pk=session.pk)
     assert reopened.summarised_at is None and reopened.ended_at is None
-    with django_capture_on_commit_callbacks(execute=True):
-        session_end(session=reopened)
+    session_end(session=reopened)
+    summarise_ended_sessions()
 
     again = ChatSession.objects.get(pk=session.pk)
     assert again.summarised_at is not None

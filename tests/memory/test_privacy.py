@@ -38,7 +38,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 MARKERS = {
     "person": "Qzmarkerperson hiv positive since 2019, on medication",
-    "model": "Qzmarkermodel going through divorce papers",
+    # The first two words of each are searched for: words no table or column is named by.
+    "model": "Qzmarkermodel divorcing, going through the papers",
     "protected": "Qzmarkerprotected severe reaction to peanuts",
 }
 MODEL_KEYS = {"model": "qzmarkermodel-divorce-papers", "protected": "qzmarkerprotected-peanut-reaction"}
