@@ -20,4 +20,9 @@ RUN DJANGO_SECRET_KEY=collectstatic FIELD_ENCRYPTION_KEYS=collectstatic FIELD_LO
 
 USER coach
 EXPOSE 8000
-CMD ["uvicorn", "coach.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--proxy-headers", "--forwarded-allow-ips", "*", "--timeout-graceful-shutdown", "5"]
+# The proxies whose X-Forwarded-For and X-Forwarded-Proto uvicorn believes: uvicorn reads
+# FORWARDED_ALLOW_IPS when --forwarded-allow-ips is not given. Never "*": anyone who can
+# reach the port could then choose the address the per-IP rate limits count. Set it to
+# your proxy's address (docker-compose passes it through).
+ENV FORWARDED_ALLOW_IPS=127.0.0.1
+CMD ["uvicorn", "coach.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--proxy-headers", "--timeout-graceful-shutdown", "5"]

@@ -25,7 +25,7 @@ from accounts.models import User
 from accounts.pages import WRITTEN_BY
 from coach.models import ChatSession, Message
 from emails.models import Email, EmailPreference
-from memory.models import Memory, MemoryEvent, MemoryProposal
+from memory.models import Memory, MemoryEvent, MemoryProposal, PrivateTextViewing
 from memory.policy import protection_reason
 
 FORMAT = "coach-account-export"
@@ -42,6 +42,7 @@ EXPORTED = {
     "coach.chatsession": "chat_sessions",
     "coach.message": "chat_sessions[].messages",
     "emails.email": "emails",
+    "memory.privatetextviewing": "staff_readings",
 }
 
 # Reviewed: models that reference the user and are deliberately not in the export.
@@ -56,6 +57,8 @@ NOT_EXPORTED = {
     "both memories are exported",
     "emails.weeklyepisoderequest": "the scheduler's note of which weeks were written up; the episodes "
     "themselves are exported as memories",
+    "mfa.authenticator": "the person's second-factor secrets (an authenticator app's key, recovery codes); "
+    "a file holding them would be a way into the account",
     "accounts.user_groups": "staff permission groups; coached people have none",
     "accounts.user_user_permissions": "staff permissions; coached people have none",
 }
@@ -109,6 +112,11 @@ def account_export(*, user: User, now: datetime) -> dict[str, Any]:
             for s in ChatSession.objects.filter(user=user).order_by("created_at", "pk")
         ],
         "emails": [_row(e) for e in Email.objects.filter(user=user).defer("embedding").order_by("created_at", "pk")],
+        # When staff read the person's private text, and why (which staff member is theirs to ask).
+        "staff_readings": [
+            _row(v, skip={"viewer", "viewer_email", "person"})
+            for v in PrivateTextViewing.objects.filter(person=user).order_by("viewed_at", "pk")
+        ],
     }
 
 

@@ -10,12 +10,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from django.conf import settings
 
 from emails.models import Email
 from memory.context import LEFT_OUT, LINE, WHOLE, ContextItem, MemoryContext
-from memory.models import Memory, MemoryEvent, MemoryOverlap, MemoryProposal, Source, Tier
+from memory.models import Memory, MemoryEvent, MemoryOverlap, MemoryProposal, PrivateTextViewing, Source, Tier
 from memory.policy import protection_reason
 
 COMMUNICATION = "communication"
@@ -38,6 +39,7 @@ WRITTEN_BY = {
     Source.ONBOARDING: "from your onboarding",
     Source.MANUAL: "you edited it",
     Source.COACH: "your coach wrote this",
+    Source.ADMIN: "added by our support team",
 }
 ACTORS = {
     MemoryEvent.Actor.USER: "you",
@@ -161,6 +163,8 @@ class MemoryPage:
     ceiling: int
     forgotten_days: int
     matches: int
+    # When staff read the person's private text, in their words (newest first).
+    staff_viewings: tuple[str, ...] = ()
 
 
 def overlap_view(overlap: MemoryOverlap) -> OverlapView:
@@ -284,3 +288,15 @@ class ContextReport:
     @property
     def as_lines(self) -> int:
         return sum(1 for item in self.context.items if item.form == LINE)
+
+
+def staff_viewing_lines(viewings: Iterable[PrivateTextViewing], *, time_zone: str) -> tuple[str, ...]:
+    """One line per day and reason: "An administrator opened your memories on 2 December:
+    support request"."""
+    zone = ZoneInfo(time_zone)
+    lines: list[str] = []
+    for viewing in viewings:
+        line = f"An administrator opened your memories on {viewing.viewed_at.astimezone(zone):%-d %B}: {viewing.reason}"
+        if line not in lines:
+            lines.append(line)
+    return tuple(lines)

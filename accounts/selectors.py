@@ -34,6 +34,7 @@ from accounts.pages import (
     memory_history_entries,
     memory_row,
     overlap_view,
+    staff_viewing_lines,
 )
 from emails.models import Email, EmailPreference
 from emails.planning import sending_window
@@ -53,6 +54,7 @@ from memory.selectors import (
     overlaps_for_user,
     pending_proposals_for_user,
     recently_forgotten_for_user,
+    staff_viewings_for_user,
 )
 
 if TYPE_CHECKING:
@@ -101,6 +103,7 @@ def memory_page_for_user(*, user: User, filters: MemoryFilters, now: datetime) -
         ceiling=settings.MEMORY_MAX_STORED,
         forgotten_days=settings.MEMORY_FORGOTTEN_DAYS,
         matches=sum(len(g.rows) for g in groups) + len(emails or ()),
+        staff_viewings=staff_viewing_lines(staff_viewings_for_user(user=user), time_zone=user.time_zone),
     )
 
 

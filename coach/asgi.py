@@ -1,5 +1,9 @@
 """ASGI entry point: uvicorn serves the app, so a streaming reply holds no worker.
 
+Before Django sees a request, its body is held to REQUEST_BODY_MAX_BYTES: one that says
+it is larger is answered 413 at once, from its headers, its body never read (Django would
+first spool all of it to disk); one that does not say, and runs past the limit, is cut off.
+
 Besides HTTP, the app speaks ASGI's lifespan protocol for one thing: when the server
 stops, the replies this process is writing (on the turns' own loop, coach/runner.py) get
 up to SHUTDOWN_GRACE_SECONDS to be finished and saved before the process exits. Their
@@ -31,7 +35,57 @@ async def application(scope: dict[str, Any], receive: Receive, send: Send) -> No
     if scope["type"] == "lifespan":
         await _lifespan(receive, send)
         return
+    if scope["type"] == "http":
+        from django.conf import settings
+
+        limit = settings.REQUEST_BODY_MAX_BYTES
+        if _declared_length(scope) > limit:
+            await _refuse_too_large(send)
+            return
+        receive = _capped(receive, limit)
     await django_application(scope, receive, send)
+
+
+def _declared_length(scope: dict[str, Any]) -> int:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return 0
+    return 0
+
+
+async def _refuse_too_large(send: Send) -> None:
+    from coach.middleware import too_large_text
+
+    body = too_large_text().encode()
+    headers = [
+        (b"content-type", b"text/plain; charset=utf-8"),
+        (b"content-length", str(len(body)).encode()),
+        (b"cache-control", b"no-store"),
+        # The body is not read, so the connection cannot be used again.
+        (b"connection", b"close"),
+    ]
+    await send({"type": "http.response.start", "status": 413, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _capped(receive: Receive, limit: int) -> Receive:
+    """A body sent without a length (chunked) past `limit` ends as if the client left."""
+    taken = 0
+
+    async def capped() -> dict[str, Any]:
+        nonlocal taken
+        message = await receive()
+        if message["type"] == "http.request":
+            taken += len(message.get("body", b""))
+            if taken > limit:
+                logger.warning("a request body ran past %s bytes without saying so; cut off", limit)
+                return {"type": "http.disconnect"}
+        return message
+
+    return capped
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:

@@ -8,6 +8,7 @@ from asgiref.sync import iscoroutinefunction
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.middleware.csp import get_nonce
+from django.utils.cache import patch_cache_control
 from django.utils.decorators import sync_and_async_middleware
 
 
@@ -72,9 +73,35 @@ def _too_large(request: HttpRequest) -> HttpResponse | None:
         return None
     if length <= limit:
         return None
-    return HttpResponse(
+    return HttpResponse(too_large_text(), status=413, content_type="text/plain; charset=utf-8")
+
+
+@sync_and_async_middleware
+def never_stored(get_response: Callable[[HttpRequest], HttpResponse]) -> Callable:
+    """`Cache-Control: no-store, private` on every response the app renders: a shared
+    computer's browser history or a proxy never keeps a person's memories or messages.
+    (Static files are served, and cached, before this.)"""
+
+    if iscoroutinefunction(get_response):
+
+        async def async_middleware(request: HttpRequest) -> HttpResponse:
+            response = await get_response(request)
+            patch_cache_control(response, no_store=True, private=True)
+            return response
+
+        return async_middleware
+
+    def middleware(request: HttpRequest) -> HttpResponse:
+        response = get_response(request)
+        patch_cache_control(response, no_store=True, private=True)
+        return response
+
+    return middleware
+
+
+def too_large_text() -> str:
+    """What a person reads when they send more than REQUEST_BODY_MAX_BYTES."""
+    return (
         f"That is too much to send at once: a message can be up to {settings.COACH_MAX_MESSAGE_CHARS:,} "
-        "characters. Try splitting it.",
-        status=413,
-        content_type="text/plain; charset=utf-8",
+        "characters. Try splitting it."
     )

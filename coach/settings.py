@@ -70,6 +70,8 @@ INSTALLED_APPS = [
     "django.contrib.postgres",
     "allauth",
     "allauth.account",
+    # A second factor (an authenticator app, with recovery codes): the admin requires it.
+    "allauth.mfa",
     "django_htmx",
     "coach",
     "memory",
@@ -89,6 +91,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # No page the app renders is kept by a browser or a proxy cache (most hold someone's data).
+    "coach.middleware.never_stored",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "allauth.account.middleware.AccountMiddleware",
@@ -96,9 +100,11 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "coach.urls"
-# The largest form body taken in (a message of COACH_MAX_MESSAGE_CHARS, percent-encoded, is
-# far below it); past it the request_body_within_limit middleware answers 413.
-DATA_UPLOAD_MAX_MEMORY_SIZE = 512 * 1024
+# The largest request body taken in (a message of COACH_MAX_MESSAGE_CHARS, percent-encoded,
+# is far below it; the app takes no uploads). Past it the app answers 413 before reading
+# the body (coach/asgi.py), and Django itself never holds more.
+REQUEST_BODY_MAX_BYTES = env_int("REQUEST_BODY_MAX_BYTES", default=512 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_BODY_MAX_BYTES
 WSGI_APPLICATION = "coach.wsgi.application"
 ASGI_APPLICATION = "coach.asgi.application"
 
@@ -187,13 +193,23 @@ if not DEBUG and ACCOUNT_EMAIL_VERIFICATION != "mandatory":
 ACCOUNT_LOGIN_ON_EMAIL_CONFIRMATION = True
 ACCOUNT_CONFIRM_EMAIL_ON_GET = False
 ACCOUNT_LOGOUT_ON_PASSWORD_CHANGE = False
+# A stolen session is not a stolen account: changing the email address or the password,
+# and exporting everything, first ask for the password (or second factor) again.
+ACCOUNT_REAUTHENTICATION_REQUIRED = True
+ACCOUNT_REAUTHENTICATION_TIMEOUT = 300
+# The person is told by email when their password or addresses change.
+ACCOUNT_EMAIL_NOTIFICATIONS = True
+MFA_SUPPORTED_TYPES = ["totp", "recovery_codes"]
+# Second-factor secrets are encrypted with FIELD_ENCRYPTION_KEYS, like memories.
+MFA_ADAPTER = "accounts.adapter.MfaAdapter"
 ACCOUNT_DEFAULT_HTTP_PROTOCOL = SITE_URL.split("://", 1)[0]
 ACCOUNT_RATE_LIMITS = {
     "login": "30/m/ip",
     "login_failed": "10/m/ip,5/5m/key",
     "signup": "20/m/ip",
     "confirm_email": "1/3m/key",
-    "reset_password": "20/m/ip,5/m/key",
+    # Per address too: reset mail (to unknown addresses as well) cannot be used to flood one.
+    "reset_password": "20/m/ip,3/15m/key",
     "reset_password_from_key": "20/m/ip",
     "change_password": "5/m/user",
 }
@@ -407,12 +423,15 @@ SECURE_REFERRER_POLICY = "same-origin"
 if not DEBUG:
     SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=True)
     # Health checks come over plain HTTP from inside the deployment.
-    SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^livez$"]
     if env_bool("TRUST_X_FORWARDED_PROTO", default=False):
         SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", default=31536000)
-    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
-    SECURE_HSTS_PRELOAD = True
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
+    # Preloading is a commitment browsers keep for months, made knowingly, never by default.
+    SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", default=False)
+    if not SECURE_HSTS_PRELOAD:
+        SILENCED_SYSTEM_CHECKS = ["security.W021"]
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
 

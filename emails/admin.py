@@ -9,10 +9,11 @@ from django.http import HttpRequest
 
 from emails.models import Email, EmailPreference
 from infra.admin import ReadOnlyAdmin
+from memory.admin_privacy import PrivateTextAdmin
 
 
 @admin.register(Email)
-class EmailAdmin(ReadOnlyAdmin):
+class EmailAdmin(ReadOnlyAdmin, PrivateTextAdmin):
     # The list never shows what an email said: its text is the person's, opened one at a time.
     list_display = ["user", "kind", "period_key", "status", "attempts", "created_at", "sent_at"]
     list_filter = ["status", "kind"]
@@ -38,6 +39,7 @@ class EmailAdmin(ReadOnlyAdmin):
         "subject",
         "body_text",
     ]
+    private_fields = ("subject", "body_text")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Email]:
         # The list decrypts nothing and loads no vectors.

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
 from infra.admin import ReadOnlyAdmin
 from infra.llm import Embedding, LLMError
+from memory.admin_privacy import PrivateTextAdmin
 from memory.drafts import MemoryDraft
 from memory.embeddings import embed_memory
-from memory.models import Memory, MemoryEvent, MemoryProposal
+from memory.models import Memory, MemoryEvent, MemoryProposal, PrivateTextViewing, Source
 from memory.services import memory_delete, memory_save
 
 
@@ -32,23 +35,33 @@ class ProtectedFilter(admin.SimpleListFilter):
 
 
 @admin.register(Memory)
-class MemoryAdmin(admin.ModelAdmin):
+class MemoryAdmin(PrivateTextAdmin):
     # No key and no text in the lists: keys say as much as the notes (DESIGN.md section 8).
     list_display = ["pk", "user", "tier", "category", "source", "protected", "updated_at"]
     list_filter = ["tier", "category", "source", ProtectedFilter]
     search_fields = ["user__email"]
     list_select_related = ["user"]
     raw_id_fields = ["user"]
-    fields = ["user", "key", "tier", "category", "source", "summary", "content", "due_at", "status"]
-    readonly_fields = ["embedding_model", "version", "created_at", "updated_at"]
+    fields = ["user", "key", "tier", "category", "summary", "content", "due_at", "status"]
+    private_fields = ("key", "summary", "content")
 
     @admin.display(boolean=True)
     def protected(self, memory: Memory) -> bool:
         return memory.is_protected
 
+    def get_fields(self, request: HttpRequest, obj: Memory | None = None) -> list[str]:
+        # What staff write is never the person's: its source is shown, never chosen.
+        return [*super().get_fields(request, obj), *(["source"] if obj else [])]
+
     def get_readonly_fields(self, request: HttpRequest, obj: Memory | None = None) -> list[str]:
-        # A memory's owner and name are fixed once it exists.
-        return [*self.readonly_fields, *(["user", "key", "source"] if obj else [])]
+        # A memory's owner, name and source are fixed once it exists.
+        return [
+            *super().get_readonly_fields(request, obj),
+            "embedding_model",
+            "version",
+            "created_at",
+            "updated_at",
+        ] + ([f for f in ("user", "key", "source") if f in self.get_fields(request, obj)] if obj else [])
 
     def changeform_view(
         self, request: HttpRequest, object_id: str | None = None, form_url: str = "", extra_context: Any = None
@@ -57,9 +70,7 @@ class MemoryAdmin(admin.ModelAdmin):
         # first, outside it, so no transaction waits on the network.
         if request.method == "POST":
             try:
-                request.memory_embedding = embed_memory(  # type: ignore[attr-defined]
-                    summary=request.POST.get("summary", ""), content=request.POST.get("content", "")
-                )
+                request.memory_embedding = self._embedding_for(request, object_id)  # type: ignore[attr-defined]
             except LLMError as error:
                 self.message_user(
                     request,
@@ -74,12 +85,12 @@ class MemoryAdmin(admin.ModelAdmin):
         outcome = memory_save(
             user=obj.user,
             draft=MemoryDraft.of(obj),
-            source=obj.source,
+            source=Source.ADMIN,
             actor=MemoryEvent.Actor.ADMIN,
             reason=f"edited in the admin by {request.user}",
             embedding=embedding,
         )
-        obj.pk, obj.version = outcome.memory.pk, outcome.memory.version
+        obj.pk, obj.version, obj.source = outcome.memory.pk, outcome.memory.version, outcome.memory.source
 
     def delete_model(self, request: HttpRequest, obj: Memory) -> None:
         memory_delete(
@@ -90,23 +101,50 @@ class MemoryAdmin(admin.ModelAdmin):
         for memory in queryset.select_related("user"):
             self.delete_model(request, memory)
 
+    def _embedding_for(self, request: HttpRequest, object_id: str | None) -> Embedding | None:
+        """The embedding of the text being saved: the stored one when the text is unchanged
+        (or was not on the form, for staff who may not read it), else asked for now."""
+        stored = self.get_object(request, unquote(object_id)) if object_id else None
+        summary = request.POST.get("summary", stored.summary if stored else "")
+        content = request.POST.get("content", stored.content if stored else "")
+        if (
+            stored is not None
+            and (summary, content) == (stored.summary, stored.content)
+            and stored.embedding is not None
+            and stored.embedding_model == settings.EMBEDDING_MODEL
+        ):
+            return Embedding(vector=list(stored.embedding), model=stored.embedding_model)
+        return embed_memory(summary=summary, content=content)
+
 
 @admin.register(MemoryEvent)
-class MemoryEventAdmin(ReadOnlyAdmin):
+class MemoryEventAdmin(ReadOnlyAdmin, PrivateTextAdmin):
     # Append-only: history is read here, never written.
     list_display = ["created_at", "user", "memory_id", "actor", "action"]
     list_filter = ["action", "actor"]
     search_fields = ["user__email", "=memory_id"]
     list_select_related = ["user"]
+    fields = ["user", "memory_id", "key", "actor", "action", "reason", "before", "after", "created_at"]
+    private_fields = ("key", "reason", "before", "after")
 
 
 @admin.register(MemoryProposal)
-class MemoryProposalAdmin(admin.ModelAdmin):
+class MemoryProposalAdmin(PrivateTextAdmin):
     list_display = ["created_at", "user", "memory", "kind", "status", "decided_at"]
     list_filter = ["status", "kind"]
     search_fields = ["user__email", "=memory__id"]
     list_select_related = ["user", "memory"]
-    readonly_fields = ["user", "memory", "kind", "proposed", "reason", "base_version", "status", "decided_at"]
+    fields = ["user", "memory", "kind", "proposed", "reason", "base_version", "status", "decided_at"]
+    readonly_fields = fields
+    private_fields = ("proposed", "reason")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+
+@admin.register(PrivateTextViewing)
+class PrivateTextViewingAdmin(ReadOnlyAdmin):
+    # The audit itself: who opened whose private text, when and why (never the text).
+    list_display = ["viewed_at", "viewer_email", "person", "what", "reason"]
+    search_fields = ["viewer_email", "person__email"]
+    list_select_related = ["person"]

@@ -35,7 +35,16 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 
 from infra.tokens import estimate_tokens
-from memory.models import KEY_MAX_CHARS, SUMMARY_MAX_CHARS, Category, Memory, ProspectiveStatus, Source, Tier
+from memory.models import (
+    KEY_MAX_CHARS,
+    SUMMARY_MAX_CHARS,
+    Category,
+    Memory,
+    ProspectiveStatus,
+    Source,
+    Tier,
+    author_for_model,
+)
 from memory.policy import PROTECTED_CATEGORIES, USER_SOURCES
 from memory.selectors import memory_list_for_user
 
@@ -291,7 +300,7 @@ def _full_line(memory: Memory, due_before: datetime) -> str:
     fields: dict[str, object] = {
         "key": memory.key,
         "tier": memory.tier,
-        "source": "the person" if memory.source != Source.COACH else "you",
+        "source": author_for_model(memory.source),
         "summary": memory.summary,
         "content": memory.content,
         "date": memory.updated_at.date().isoformat(),

@@ -53,6 +53,17 @@ class Source(models.TextChoices):
     ONBOARDING = "onboarding", "onboarding"
     MANUAL = "manual", "you edited it"
     COACH = "coach", "your coach"
+    # Written or changed by staff in the admin: never passed off as the person's own words.
+    ADMIN = "admin", "an administrator"
+
+
+def author_for_model(source: str) -> str:
+    """Who wrote a memory, as the model is told it (it wrote its own notes)."""
+    if source == Source.COACH:
+        return "you"
+    if source == Source.ADMIN:
+        return "an administrator (support), not the person"
+    return "the person"
 
 
 class ProspectiveStatus(models.TextChoices):
@@ -276,3 +287,27 @@ class MemoryOverlap(models.Model):
 
     def __str__(self) -> str:
         return f"overlap of memories {self.memory_id} and {self.other_id}"
+
+
+class PrivateTextViewing(models.Model):
+    """A staff member opened a person's private text in the admin (a memory, its history, a
+    suggestion, an email): who, whose, what, when and why. Only staff with the permission
+    below may, and only after stating why; the person sees each one on their memory page."""
+
+    viewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.DB_SET_NULL, null=True, related_name="+")
+    # Kept as written, so the record outlives the staff account.
+    viewer_email = models.CharField(max_length=254)
+    person = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.DB_CASCADE, related_name="private_text_viewings"
+    )
+    what = models.CharField(max_length=100)
+    reason = models.CharField(max_length=300)
+    viewed_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        permissions = [("view_private_text", "Can open a person's private text in the admin, giving a reason")]
+        indexes = [models.Index(fields=["person", "-viewed_at"])]
+        ordering = ["-viewed_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.what} of {self.person_id} opened by {self.viewer_email}"

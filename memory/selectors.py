@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from django.db.models import Exists, OuterRef, QuerySet
 from pgvector.django import CosineDistance
 
-from memory.models import Memory, MemoryEvent, MemoryOverlap, MemoryProposal, key_digest
+from memory.models import Memory, MemoryEvent, MemoryOverlap, MemoryProposal, PrivateTextViewing, key_digest
 from memory.policy import MemoryFacts
 
 if TYPE_CHECKING:
@@ -120,3 +120,8 @@ def overlaps_for_user(*, user: User) -> QuerySet[MemoryOverlap]:
         .defer("memory__embedding", "other__embedding")
         .order_by("-created_at", "-pk")
     )
+
+
+def staff_viewings_for_user(*, user: User, limit: int = 50) -> list[PrivateTextViewing]:
+    """When staff opened the person's private text in the admin, and why: newest first."""
+    return list(PrivateTextViewing.objects.filter(person=user).order_by("-viewed_at", "-pk")[:limit])

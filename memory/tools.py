@@ -34,6 +34,7 @@ from memory.models import (
     MemoryEvent,
     MemoryProposal,
     Source,
+    author_for_model,
 )
 from memory.overlaps import overlaps_record
 from memory.policy import PROTECTED_CATEGORIES
@@ -330,7 +331,7 @@ def _full(memory: Memory) -> dict[str, Any]:
         "key": memory.key,
         "tier": memory.tier,
         "category": memory.category,
-        "written_by": "the person" if memory.source != Source.COACH else "you",
+        "written_by": author_for_model(memory.source),
         "summary": memory.summary,
         "content": memory.content,
         "due_at": memory.due_at.isoformat() if memory.due_at else None,

@@ -14,8 +14,8 @@ from contextlib import contextmanager
 
 import uvicorn
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
-from django.core.asgi import get_asgi_application
 
+from coach.asgi import application
 from tests.processes import free_port
 
 START_TIMEOUT_SECONDS = 10
@@ -27,7 +27,8 @@ def asgi_app_server(*, access_log: bool = False) -> Iterator[str]:
     `uvicorn.access` logger, as it does in production, for a test to read."""
     port = free_port()
     config = uvicorn.Config(
-        ASGIStaticFilesHandler(get_asgi_application()),
+        # The app's own entry point (its body limit included), static files served beside it.
+        ASGIStaticFilesHandler(application),
         host="127.0.0.1",
         port=port,
         log_level="info" if access_log else "warning",

@@ -15,7 +15,21 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from cryptography.fernet import Fernet
+
 REPO = Path(__file__).resolve().parent.parent
+
+# The least a production-mode process needs in its environment (keys made fresh per run).
+PRODUCTION = {
+    "DJANGO_SETTINGS_MODULE": "coach.settings",
+    "DJANGO_DEBUG": "false",
+    "DJANGO_SECRET_KEY": "p" * 20 + "-a-long-random-production-secret-" + "q" * 20,
+    "FIELD_ENCRYPTION_KEYS": Fernet.generate_key().decode(),
+    "FIELD_LOOKUP_KEY": "a-lookup-key-for-the-settings-tests-" + "w" * 20,
+    "ALLOWED_HOSTS": "coach.example.com",
+    "SITE_URL": "https://coach.example.com",
+    "EMAIL_HOST": "smtp.example.com",
+}
 
 
 def free_port() -> int:
@@ -56,11 +70,24 @@ class AppProcess:
 
 
 @contextmanager
-def app_process(env: dict[str, str]) -> Iterator[AppProcess]:
-    """The ASGI app in its own uvicorn process, as production runs it."""
+def app_process(env: dict[str, str], *, uvicorn_args: list[str] = ()) -> Iterator[AppProcess]:
+    """The ASGI app in its own uvicorn process, as production runs it (with `uvicorn_args`,
+    exactly as some deployment file runs it: its host and port are replaced)."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "coach.asgi:application", "--port", str(port), "--log-level", "warning"],
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "coach.asgi:application",
+            *_without_address(uvicorn_args),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
         cwd=REPO,
         env={**os.environ, "DJANGO_SETTINGS_MODULE": "coach.settings", **env},
     )
@@ -79,3 +106,15 @@ def uvicorn_app(env: dict[str, str]) -> Iterator[str]:
     """The ASGI app in its own uvicorn process; yields its base URL."""
     with app_process(env) as app:
         yield app.url
+
+
+def _without_address(args: list[str]) -> list[str]:
+    kept, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in ("--host", "--port"):
+            skip = True
+        elif arg not in ("uvicorn", "coach.asgi:application"):
+            kept.append(arg)
+    return kept

@@ -66,6 +66,8 @@ def email_preferences(request: HtmxHttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 @never_cache
+# Everything the coach keeps, in one file: a stolen session must not be enough for it.
+@reauthentication_required
 def account_export(request: HtmxHttpRequest) -> HttpResponse:
     """Everything about the person, as one JSON file."""
     now = timezone.now()

@@ -15,6 +15,7 @@ from emails.models import EmailPreference
 from emails.planning import sending_window
 from emails.selectors import next_nudge_for_user
 from memory.models import Memory, MemoryEvent
+from tests.accounts.staff import signed_in_just_now
 from tests.coach.factories import make_session
 from tests.conftest import PASSWORD
 from tests.emails.factories import make_email, prefer
@@ -143,6 +144,7 @@ def test_invalid_preferences_say_what_is_wrong_and_save_nothing(
 
 def test_the_export_is_a_json_download(client: Client, user: User) -> None:
     make_memories(user, 2)
+    signed_in_just_now(client, user)
 
     response = client.get("/account/export")
 

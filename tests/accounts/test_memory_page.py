@@ -324,7 +324,7 @@ def test_the_page_reads_a_fixed_number_of_queries(
 
     # The session and its user, then: memories, emails, proposals, memories that read
     # alike, recently forgotten.
-    with django_assert_num_queries(7):
+    with django_assert_num_queries(8):
         html = page(client)
 
     assert html.count('class="memory') >= count

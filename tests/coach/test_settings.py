@@ -8,21 +8,9 @@ import subprocess
 import sys
 
 import pytest
-from cryptography.fernet import Fernet
 
 from accounts.models import User
-from tests.processes import REPO
-
-PRODUCTION = {
-    "DJANGO_SETTINGS_MODULE": "coach.settings",
-    "DJANGO_DEBUG": "false",
-    "DJANGO_SECRET_KEY": "p" * 20 + "-a-long-random-production-secret-" + "q" * 20,
-    "FIELD_ENCRYPTION_KEYS": Fernet.generate_key().decode(),
-    "FIELD_LOOKUP_KEY": "a-lookup-key-for-the-settings-tests-" + "w" * 20,
-    "ALLOWED_HOSTS": "coach.example.com",
-    "SITE_URL": "https://coach.example.com",
-    "EMAIL_HOST": "smtp.example.com",
-}
+from tests.processes import PRODUCTION, REPO
 
 
 def run_django(args: list[str], **overrides: str | None) -> subprocess.CompletedProcess[str]:

@@ -7,6 +7,7 @@ import pytest
 from django.test import Client
 
 from accounts.models import User
+from tests.accounts.staff import staff_client
 from tests.conftest import make_user
 from tests.emails.factories import make_email
 
@@ -16,12 +17,11 @@ LEDGER = "/admin/emails/email/"
 
 
 @pytest.fixture
-def admin(client: Client) -> Client:
+def admin(db: None) -> Client:
     staff = make_user("admin@example.com")
     staff.is_staff = staff.is_superuser = True
     staff.save()
-    client.force_login(staff)
-    return client
+    return staff_client(staff)
 
 
 @pytest.fixture
@@ -59,11 +59,15 @@ def test_the_ledger_filters_by_status_and_kind_and_searches_by_address(
     assert [p for p in ("ada@example.com", "grace@example.com") if f">{p}<" in result_list] == people
 
 
-def test_an_email_opens_with_its_text_for_review(admin: Client, user: User) -> None:
+def test_an_email_opens_with_its_text_once_staff_say_why(admin: Client, user: User) -> None:
     email = make_email(user, status="sent", subject="Secret subject", body="Private body")
+    change = f"{LEDGER}{email.pk}/change/"
 
-    page = admin.get(f"{LEDGER}{email.pk}/change/").content.decode()
+    asked = admin.get(change).content.decode()
+    admin.post(change, {"private_text_reason": "they asked why this email was sent"})
+    page = admin.get(change).content.decode()
 
+    assert "Secret subject" not in asked and "Private body" not in asked
     assert "Secret subject" in page and "Private body" in page
 
 

@@ -7,6 +7,7 @@ from django.test import Client
 
 from accounts.models import User
 from memory.models import Memory, MemoryEvent
+from tests.accounts.staff import staff_client
 from tests.memory.factories import make_memory
 
 pytestmark = pytest.mark.django_db
@@ -14,10 +15,13 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def admin_client(db: None) -> Client:
-    admin = User.objects.create_superuser("admin@example.com", "admin-password")
-    client = Client()
-    client.force_login(admin)
-    return client
+    return staff_client(User.objects.create_superuser("admin@example.com", "admin-password"))
+
+
+def give_reason(client: Client, memory: Memory) -> None:
+    """Say why the person's private text must be read (a support request)."""
+    reason = {"private_text_reason": "support request about a wrong memory"}
+    assert client.post(f"/admin/memory/memory/{memory.pk}/change/", reason).status_code == 302
 
 
 def change_link(memory: Memory) -> str:
@@ -54,6 +58,7 @@ def test_the_admin_lists_filter_and_search(admin_client: Client, user: User, oth
 
 def test_an_admins_edit_goes_through_the_service_as_the_admin(admin_client: Client, user: User) -> None:
     memory = make_memory(user, "breakfast", summary="Oats", content="Oats daily")
+    give_reason(admin_client, memory)
 
     response = admin_client.post(
         f"/admin/memory/memory/{memory.pk}/change/",
@@ -73,6 +78,7 @@ def test_an_admins_edit_goes_through_the_service_as_the_admin(admin_client: Clie
     assert (stored.summary, stored.version) == ("Eggs", memory.version + 1)
     event = MemoryEvent.objects.filter(memory_id=memory.pk).last()
     assert (event.actor, event.action, event.key) == ("admin", "updated", "breakfast")
+    assert stored.source == "admin", "what staff write is never passed off as the person's"
 
 
 def test_an_admins_edit_is_embedded_before_the_admins_transaction_and_refused_whole_if_it_cannot_be(
@@ -84,6 +90,7 @@ def test_an_admins_edit_is_embedded_before_the_admins_transaction_and_refused_wh
     form = {"tier": "episodic", "category": "habit", "summary": "Eggs", "content": "Eggs daily"}
     form |= {"due_at_0": "", "due_at_1": "", "status": ""}
     model_server.queue_embedding_error(503)
+    give_reason(admin_client, memory)
 
     refused = admin_client.post(f"/admin/memory/memory/{memory.pk}/change/", form, follow=True)
 
@@ -104,6 +111,7 @@ def test_the_model_is_never_called_inside_a_transaction(transactional_db: None) 
 
 def test_an_admins_deletion_goes_through_the_service_as_the_admin(admin_client: Client, user: User) -> None:
     memory = make_memory(user, "breakfast", summary="Oats", content="Oats daily")
+    give_reason(admin_client, memory)
 
     response = admin_client.post(f"/admin/memory/memory/{memory.pk}/delete/", {"post": "yes"})
 

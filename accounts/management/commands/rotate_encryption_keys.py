@@ -1,5 +1,6 @@
-"""Re-encrypt every encrypted column under the newest FIELD_ENCRYPTION_KEYS key, and
-recompute the lookup digests of memory keys under the current FIELD_LOOKUP_KEY."""
+"""Re-encrypt every encrypted column, and the second-factor secrets allauth keeps in its own
+table, under the newest FIELD_ENCRYPTION_KEYS key; and recompute the lookup digests (of
+memory keys, of queued mail's addresses) under the current FIELD_LOOKUP_KEY."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from django.apps import apps
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
 
+from emails.models import OutgoingMail
+from emails.outbox import mail_digest
 from infra.encryption import DecryptionError, EncryptedTextField, reencrypt
 from memory.models import Memory, key_digest
 
@@ -29,7 +32,39 @@ class Command(BaseCommand):
             if columns:
                 count = self._rotate_table(model._meta.db_table, model._meta.pk.column, columns, batch_size)
                 self.stdout.write(f"{model._meta.label}: {count} rows re-encrypted")
+        self.stdout.write(f"mfa.Authenticator: {self._rotate_second_factors()} secrets re-encrypted")
         self.stdout.write(f"memory.Memory: {self._redigest(batch_size)} key digests recomputed")
+        self.stdout.write(f"emails.OutgoingMail: {self._redigest_mail()} address digests recomputed")
+
+    def _rotate_second_factors(self) -> int:
+        """allauth stores each authenticator's secret (TOTP) or seed (recovery codes) in a
+        JSON column, encrypted by our MFA adapter: those too move to the newest key."""
+        from allauth.mfa.models import Authenticator
+
+        done = 0
+        with transaction.atomic():
+            for authenticator in Authenticator.objects.select_for_update().order_by("pk"):
+                data = dict(authenticator.data)
+                for field in ("secret", "seed"):
+                    if isinstance(data.get(field), str):
+                        try:
+                            data[field] = reencrypt(data[field])
+                        except DecryptionError as error:
+                            raise CommandError(f"mfa.Authenticator {authenticator.pk}: {error}") from None
+                if data != authenticator.data:
+                    Authenticator.objects.filter(pk=authenticator.pk).update(data=data)
+                    done += 1
+        return done
+
+    def _redigest_mail(self) -> int:
+        changed = 0
+        with transaction.atomic():
+            for mail in OutgoingMail.objects.select_for_update().only("pk", "to", "to_digest"):
+                digest = mail_digest(mail.to)
+                if digest != mail.to_digest:
+                    OutgoingMail.objects.filter(pk=mail.pk).update(to_digest=digest)
+                    changed += 1
+        return changed
 
     def _redigest(self, batch_size: int) -> int:
         changed, last = 0, 0
