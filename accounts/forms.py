@@ -7,15 +7,18 @@ memory.services.validate_draft, whose errors the views put back on these forms.
 from __future__ import annotations
 
 from datetime import datetime, time
-from functools import cache
 from typing import Any
-from zoneinfo import ZoneInfo, available_timezones
+from zoneinfo import ZoneInfo
 
 from django import forms
 from django.conf import settings
+from django.forms.utils import flatatt
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
 
 from accounts.pages import COMMUNICATION, COMMUNICATION_LABEL
-from accounts.services import QUESTIONS
+from accounts.services import ONBOARDING_FACTS_MAX, QUESTIONS, answer_facts
+from accounts.time_zones import canonical_zone, zone_choices
 from emails.models import EmailPreference
 from memory.drafts import MemoryDraft
 from memory.models import SUMMARY_MAX_CHARS, Category, ProspectiveStatus, Tier
@@ -153,19 +156,60 @@ class MemoryFilterForm(forms.Form):
         return self.cleaned_data.get(name) or ""
 
 
-@cache
-def time_zone_choices() -> list[tuple[str, str]]:
-    return [(name, name.replace("_", " ")) for name in sorted(available_timezones())]
+class TimeZoneSelect(forms.Select):
+    """The zone menu, written compactly: 420 places with Django's option template (a line
+    and its indentation each) would be most of the page they are on. An option's end tag
+    may be left out before the next option or group (HTML's own rule): the DOM is the same."""
+
+    def render(self, name: str, value: Any, attrs: dict[str, Any] | None = None, renderer: Any = None) -> SafeString:
+        context = self.get_context(name, value, attrs)["widget"]
+        groups = []
+        for group, options, _ in context["optgroups"]:
+            html = format_html_join(
+                "",
+                '<option value="{}"{}>{}',
+                ((o["value"], mark_safe(" selected") if o["selected"] else "", o["label"]) for o in options),
+            )
+            groups.append(format_html('<optgroup label="{}">{}</optgroup>', group, html) if group else html)
+        options = format_html_join("", "{}", ((group,) for group in groups))
+        return format_html("<select{}>{}</select>", flatatt({"name": name, **context["attrs"]}), options)
+
+
+class TimeZoneField(forms.ChoiceField):
+    """A zone picked from places grouped by region (accounts.time_zones). Any real zone
+    name is taken, an alias as the place it stands for; `lenient` drops a name that is no
+    zone instead of refusing the form (a browser's guess must not stand in anyone's way)."""
+
+    widget = TimeZoneSelect(attrs={"data-time-zone-picker": ""})
+
+    def __init__(self, *, lenient: bool = False, **kwargs: Any) -> None:
+        kwargs.setdefault("choices", zone_choices)
+        kwargs.setdefault(
+            "error_messages", {"invalid_choice": "“%(value)s” is not a time zone we know; choose one from the list."}
+        )
+        super().__init__(**kwargs)
+        self.lenient = lenient
+
+    def to_python(self, value: Any) -> str:
+        name = super().to_python(value)
+        if not name:
+            return ""
+        zone = canonical_zone(name)
+        if zone is None:
+            return "" if self.lenient else name
+        return zone
+
+    def valid_value(self, value: Any) -> bool:
+        return canonical_zone(str(value)) is not None
 
 
 class EmailPreferenceForm(forms.ModelForm):
     """The email preferences, and the person's time zone, which quiet hours are read in (it
     is the person's own, on their account, and every date they are shown follows it)."""
 
-    time_zone = forms.ChoiceField(
+    time_zone = TimeZoneField(
         label="Time zone",
-        choices=time_zone_choices,
-        error_messages={"invalid_choice": "“%(value)s” is not a time zone we know; choose one from the list."},
+        help_text="Type a city, country or region to find yours. Every date and time you see is in this zone.",
     )
 
     class Meta:
@@ -176,6 +220,9 @@ class EmailPreferenceForm(forms.ModelForm):
             "session_summaries": "Send me a short recap after each session",
             "quiet_start": "Quiet from",
             "quiet_end": "until",
+        }
+        error_messages = {
+            "frequency": {"required": "Choose how often your coach may write, or “No emails”."},
         }
         widgets = {
             "frequency": forms.RadioSelect,
@@ -191,7 +238,10 @@ class EmailPreferenceForm(forms.ModelForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("label_suffix", "")
         super().__init__(*args, **kwargs)
-        self.fields["time_zone"].initial = self.instance.user.time_zone
+        zone = self.instance.user.time_zone
+        self.fields["time_zone"].initial = zone
+        # The person's own zone is offered even if the list has no place for it.
+        self.fields["time_zone"].choices = zone_choices(current=zone)
 
     def preferences(self) -> dict[str, Any]:
         """The cleaned email preferences, without the time zone."""
@@ -206,10 +256,31 @@ class EmailPreferenceForm(forms.ModelForm):
 
 
 class OnboardingForm(forms.Form):
-    time_zone = forms.CharField(required=False, widget=forms.HiddenInput)
+    """The first-login questions, each optional, and the two settings that matter from the
+    start: the person's time zone (the browser's, as found by static/js/onboarding.js) and
+    how often the coach may email them (nothing until they choose)."""
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
+    time_zone = TimeZoneField(
+        label="Your time zone",
+        help_text="Found from this device; change it if it is wrong. Type a city or country to find yours.",
+        required=False,
+        lenient=True,
+    )
+    email_frequency = forms.ChoiceField(
+        label="May your coach email you between sessions?",
+        help_text="A short note now and then: a nudge, or a check-in before something you planned. "
+        "Nothing is sent until you choose, and you can change it on your account page.",
+        choices=EmailPreference.Frequency.choices,
+        required=False,
+        widget=forms.RadioSelect,
+        error_messages={"invalid_choice": "Choose once a week, twice a week or no emails."},
+    )
+
+    def __init__(self, *args: Any, time_zone: str = "UTC", **kwargs: Any) -> None:
+        kwargs.setdefault("label_suffix", "")
         super().__init__(*args, **kwargs)
+        self.fields["time_zone"].initial = time_zone
+        self.fields["time_zone"].choices = zone_choices(current=time_zone)
         for question in QUESTIONS:
             self.fields[question.key] = forms.CharField(
                 label=question.label,
@@ -218,6 +289,29 @@ class OnboardingForm(forms.Form):
                 max_length=settings.MEMORY_CONTENT_MAX_CHARS,
                 widget=forms.Textarea(attrs={"rows": 2}),
             )
+            # No maxlength attribute: a browser would cut a paste short without a word; the
+            # server's message says what is too long and the form keeps every character.
+            self.fields[question.key].widget.attrs.pop("maxlength", None)
+
+    def question_fields(self) -> list[forms.BoundField]:
+        return [self[question.key] for question in QUESTIONS]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        for question in QUESTIONS:
+            facts = answer_facts(cleaned.get(question.key) or "")
+            if len(facts) > ONBOARDING_FACTS_MAX:
+                self.add_error(
+                    question.key,
+                    f"That is {len(facts)} separate things; keep it to {ONBOARDING_FACTS_MAX} here "
+                    "and add the rest on your memories page once you have started.",
+                )
+        return cleaned
 
     def answers(self) -> dict[str, str]:
         return {q.key: self.cleaned_data[q.key].strip() for q in QUESTIONS if self.cleaned_data.get(q.key, "").strip()}
+
+    def settings_chosen(self) -> dict[str, str]:
+        """The time zone and email frequency given, each "" when not given (or not usable)."""
+        data = getattr(self, "cleaned_data", {})
+        return {"time_zone": data.get("time_zone") or "", "email_frequency": data.get("email_frequency") or ""}

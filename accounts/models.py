@@ -41,6 +41,11 @@ class User(AbstractBaseUser, PermissionsMixin):
     # The person's own clock: dates are shown in it, quiet hours and "the morning of a
     # date" are read by it. An IANA name; every layer may read it off the user.
     time_zone = models.CharField(max_length=64, default=DEFAULT_TIME_ZONE)
+    # Off: the coach neither reads nor writes memories (no memory block, no memory tools,
+    # no summaries, no weekly episodes, no follow-up emails). The memories stay, for the
+    # person to see and edit, and are used again once it is back on. Every layer reads it
+    # off the user.
+    memory_enabled = models.BooleanField(default=True, db_default=True)
 
     objects = UserManager()
 

@@ -6,6 +6,7 @@ Pure: built from rows the selectors (accounts/selectors.py) read, never querying
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -18,6 +19,7 @@ from emails.models import Email
 from memory.context import LEFT_OUT, LINE, WHOLE, ContextItem, MemoryContext
 from memory.models import Memory, MemoryEvent, MemoryOverlap, MemoryProposal, PrivateTextViewing, Source, Tier
 from memory.policy import protection_reason
+from memory.undo import DeletedMemory, undo_token
 
 COMMUNICATION = "communication"
 # Long lists come a page at a time: a person with hundreds of forgotten notes, or a memory
@@ -129,12 +131,20 @@ class ProposalView:
     def is_delete(self) -> bool:
         return self.proposal.kind == MemoryProposal.Kind.DELETE
 
+    @property
+    def reason(self) -> str:
+        return in_your_words(self.proposal.reason)
+
 
 @dataclass(frozen=True)
 class ForgottenMemory:
     event: MemoryEvent
     fields: dict[str, Any]
     restorable_until: datetime
+
+    @property
+    def reason(self) -> str:
+        return in_your_words(self.event.reason)
 
 
 @dataclass(frozen=True)
@@ -167,6 +177,27 @@ class MemoryPage:
     staff_viewings: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class UndoOffer:
+    """ "Deleted · Undo": what the page holds to bring a deleted memory back, and until when."""
+
+    summary: str
+    token: str
+    until: datetime
+
+    @property
+    def minutes(self) -> int:
+        return max(1, settings.MEMORY_UNDO_SECONDS // 60)
+
+
+def undo_offer(deleted: DeletedMemory) -> UndoOffer:
+    return UndoOffer(
+        summary=deleted.summary,
+        token=undo_token(deleted),
+        until=deleted.deleted_on + timedelta(seconds=settings.MEMORY_UNDO_SECONDS),
+    )
+
+
 def overlap_view(overlap: MemoryOverlap) -> OverlapView:
     return OverlapView(overlap=overlap, first=memory_row(overlap.other), second=memory_row(overlap.memory))
 
@@ -196,6 +227,10 @@ class HistoryEntry:
     before: dict[str, Any]
     after: dict[str, Any]
     erased: bool
+
+    @property
+    def reason(self) -> str:
+        return in_your_words(self.event.reason)
 
     @property
     def labels(self) -> tuple[str, str]:
@@ -257,6 +292,15 @@ def memory_history_entries(events: Iterable[MemoryEvent]) -> list[HistoryEntry]:
     return entries[::-1]
 
 
+def in_your_words(reason: str) -> str:
+    """A reason recorded by the app (an eviction's, a suggestion's) as the person reads it:
+    the coach is theirs ("the oldest of your coach's session notes")."""
+    return _THE_COACH.sub(lambda found: "Your coach" if found[0][0] == "T" else "your coach", reason)
+
+
+_THE_COACH = re.compile(r"\b[Tt]he coach\b")
+
+
 def contains(query: str, *texts: str) -> bool:
     if not query:
         return True
@@ -266,9 +310,76 @@ def contains(query: str, *texts: str) -> bool:
 
 CONTEXT_FORMS = {
     WHOLE: "In full",
-    LINE: "One line in the index",
-    LEFT_OUT: "Left out this time",
+    LINE: "One line",
+    LEFT_OUT: "Left out for lack of room",
 }
+# Who a memory came from, as the person reads it on "what your coach sees". The prompt
+# tells the model its own notes are by "you"; to the person, "you" is themselves.
+CONTEXT_SOURCES = {
+    Source.USER: "you told your coach",
+    Source.ONBOARDING: "from onboarding",
+    Source.MANUAL: "you edited or kept it",
+    Source.COACH: "your coach's note",
+    Source.ADMIN: "added by our support team",
+}
+# The prompt's topics, as headings a person reads, in the prompt's own order.
+CONTEXT_TOPICS = {
+    "injury": "Injuries",
+    "allergy": "Allergies",
+    "medical": "Health",
+    "safety": "Safety",
+    "constraint": "Limits",
+    "background": "About you",
+    "preference": "What you prefer",
+    "goal": "Goals",
+    "habit": "Habits",
+    "schedule": "Your schedule",
+    "feedback": "How you like to be coached",
+    "project": "Projects",
+    "reference": "References",
+    "episode": "Weekly summaries",
+    "other": "Other",
+    "emails": "Emails your coach sent you lately",
+}
+# The relationship stage (memory.context.STAGES), as the person would put it.
+CONTEXT_STAGES = {
+    "new": "Your coach is getting to know you: it listens more than it coaches, and notes the basics you tell it.",
+    "developing": "Your coach tailors its suggestions to you and refers back to earlier conversations.",
+    "established": "Your coach knows you well: it is direct, notices patterns across sessions and gently names "
+    "what you avoid.",
+}
+
+
+@dataclass(frozen=True)
+class ContextEntry:
+    """One memory or email as the coach reads it, in the person's words."""
+
+    item: ContextItem
+    form: str
+    source: str
+    # The memory itself (its details and date), when the item is one.
+    memory: Memory | None = None
+
+    @property
+    def in_full(self) -> bool:
+        return self.item.form == WHOLE
+
+    @property
+    def left_out(self) -> bool:
+        return self.item.form == LEFT_OUT
+
+    @property
+    def shows_content(self) -> bool:
+        return self.memory is not None and self.memory.content.strip() != self.memory.summary.strip()
+
+
+@dataclass(frozen=True)
+class ContextSection:
+    """One topic of the prompt's memory block, in the order the coach reads them."""
+
+    topic: str
+    heading: str
+    entries: tuple[ContextEntry, ...]
 
 
 @dataclass(frozen=True)
@@ -276,6 +387,12 @@ class ContextReport:
     """What the next turn would send of the person's memory, and the form each memory took."""
 
     context: MemoryContext
+    # The person's memories by id, for what an item shows beyond its one line.
+    memories: dict[int, Memory]
+
+    @property
+    def memory_used(self) -> bool:
+        return getattr(self.context, "used", True)
 
     @property
     def dropped(self) -> tuple[ContextItem, ...]:
@@ -288,6 +405,34 @@ class ContextReport:
     @property
     def as_lines(self) -> int:
         return sum(1 for item in self.context.items if item.form == LINE)
+
+    @property
+    def stage_says(self) -> str:
+        return CONTEXT_STAGES.get(self.context.stage, "")
+
+    @property
+    def sections(self) -> tuple[ContextSection, ...]:
+        sections: list[ContextSection] = []
+        entries: list[ContextEntry] = []
+        for index, item in enumerate(self.context.items):
+            entries.append(self._entry(item))
+            following = self.context.items[index + 1] if index + 1 < len(self.context.items) else None
+            if following is None or following.topic != item.topic:
+                heading = CONTEXT_TOPICS.get(item.topic, item.topic.capitalize())
+                sections.append(ContextSection(topic=item.topic, heading=heading, entries=tuple(entries)))
+                entries = []
+        return tuple(sections)
+
+    def _entry(self, item: ContextItem) -> ContextEntry:
+        memory = self.memories.get(item.memory_id) if item.memory_id is not None else None
+        if item.kind == "email":
+            return ContextEntry(item=item, form=CONTEXT_FORMS[item.form], source="an email your coach sent you")
+        return ContextEntry(
+            item=item,
+            form=CONTEXT_FORMS[item.form],
+            source=CONTEXT_SOURCES.get(item.source, "your coach's note"),
+            memory=memory,
+        )
 
 
 def staff_viewing_lines(viewings: Iterable[PrivateTextViewing], *, time_zone: str) -> tuple[str, ...]:

@@ -133,7 +133,10 @@ def _page_of(queryset: QuerySet, page: int, size: int, make: Callable[[Any], Any
 def context_report_for_user(*, user: User, now: datetime) -> ContextReport:
     """What the next chat turn would send of the person's memory (with the emails the chat
     is handed too), and the form each memory took."""
-    return ContextReport(context=assemble_memory_context(user=user, now=now, sent_emails=sent_emails_for_prompt(user)))
+    context = assemble_memory_context(user=user, now=now, sent_emails=sent_emails_for_prompt(user))
+    shown = [item.memory_id for item in context.items if item.memory_id is not None]
+    memories = {m.pk: m for m in memory_list_for_user(user=user).filter(pk__in=shown)} if shown else {}
+    return ContextReport(context=context, memories=memories)
 
 
 def next_note_for_user(*, user: User, now: datetime) -> NextNote:
@@ -142,8 +145,13 @@ def next_note_for_user(*, user: User, now: datetime) -> NextNote:
     zone = user.time_zone
     if preference.unsubscribed_at is not None:
         return NextNote(at=None, time_zone=zone, why_not="You unsubscribed, so your coach sends no notes.")
+    if not preference.chosen:
+        why_not = "You have not chosen how often your coach may email you yet, so it sends nothing until you do."
+        return NextNote(at=None, time_zone=zone, why_not=why_not)
     if preference.frequency == EmailPreference.Frequency.OFF:
         return NextNote(at=None, time_zone=zone, why_not="You chose no notes between sessions.")
+    if not user.memory_enabled:
+        return NextNote(at=None, time_zone=zone, why_not="Your memory is off, so your coach sends no notes.")
     if not has_chatted(user=user):
         return NextNote(at=None, time_zone=zone, why_not="Your first note comes after your first conversation.")
     at = next_nudge_for_user(user=user, now=now, window=sending_window())

@@ -2,18 +2,23 @@ from __future__ import annotations
 
 from django.urls import path
 
-from accounts.views import account, memories, onboarding
+from accounts.views import account, imports, memories, memory_settings, onboarding
 
 urlpatterns = [
     path("welcome/", onboarding.onboarding, name="onboarding"),
     path("account/", account.account, name="account"),
     path("account/email-preferences", account.email_preferences, name="email_preferences"),
     path("account/emails/resume", account.email_resume, name="email_resume"),
+    path("account/memory", memory_settings.memory_setting, name="memory_setting"),
     path("account/export", account.account_export, name="account_export"),
     path("account/delete-memories", account.memories_delete_all, name="memories_delete_all"),
     path("account/delete", account.account_delete_view, name="account_delete"),
     path("memories/", memories.memories, name="memories"),
     path("memories/add", memories.memory_add, name="memory_add"),
+    path("memories/import", imports.memory_import, name="memory_import"),
+    path("memories/import/save", imports.memory_import_save, name="memory_import_save"),
+    # The undo token travels in the body, never in the URL: URLs end up in logs.
+    path("memories/undo-delete", memories.memory_undo_delete_view, name="memory_undo_delete"),
     path("memories/context", memories.memories_context, name="memories_context"),
     path("memories/proposals/<int:pk>/confirm", memories.proposal_confirm_view, name="proposal_confirm"),
     path("memories/proposals/<int:pk>/reject", memories.proposal_reject_view, name="proposal_reject"),

@@ -3,6 +3,11 @@
 The system prompt is the coach's instructions (coach/prompts/coach.md), today's date, and
 the memory block assembled for this request. The history keeps its newest turns within
 COACH_HISTORY_BUDGET_TOKENS; the person's latest message always goes.
+
+A conversation that is not remembered (chosen when it started, or held while the person
+has memory off) and any turn of a person with memory off get no memory block and no
+emails sent: in their place, a note that nothing is remembered here. The turn then
+offers no memory tools (coach/turn.py).
 """
 
 from __future__ import annotations
@@ -14,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 
 from coach.communication import sent_emails_for
-from coach.models import Message
+from coach.models import ChatSession, Message
 from coach.selectors import messages_before
 from infra.prompts import prompt
 from infra.tokens import estimate_tokens
-from memory.context import MemoryContext, assemble_memory_context
+from memory.context import MemoryContext, assemble_memory_context, memory_in_use, memory_unused_context
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -32,17 +37,31 @@ class Conversation:
     messages: list[dict[str, Any]]
     memory: MemoryContext
     history_dropped: int
+    # Whether this turn may read and write the person's memories (and is offered the tools).
+    remembers: bool = True
 
 
-def system_prompt(*, user: User, now: datetime) -> tuple[str, MemoryContext]:
-    memory = assemble_memory_context(user=user, now=now, sent_emails=sent_emails_for(user))
+def session_remembers(*, session: ChatSession, user: User) -> bool:
+    """Whether a turn of `session` uses memory: the conversation is remembered and the
+    person has memory on now (turned off mid-conversation, it is off from the next turn)."""
+    return session.remembered and memory_in_use(user=user)
+
+
+def system_prompt(*, user: User, now: datetime, remembers: bool = True) -> tuple[str, MemoryContext]:
     today = f"Today: {now.date().isoformat()} ({now:%A})"
-    return "\n\n".join([prompt("coach", "coach"), today, memory.text]), memory
+    if remembers and memory_in_use(user=user):
+        memory = assemble_memory_context(user=user, now=now, sent_emails=sent_emails_for(user))
+        block = memory.text
+    else:
+        # Not even the emails sent: they are the communication tier of the same memory.
+        memory, block = memory_unused_context(), prompt("coach", "not_remembered")
+    return "\n\n".join([prompt("coach", "coach"), today, block]), memory
 
 
 def conversation_for_turn(*, user: User, message: Message, now: datetime) -> Conversation:
     """The messages for the model, for a turn that answers `message`."""
-    system, memory = system_prompt(user=user, now=now)
+    remembers = session_remembers(session=message.session, user=user)
+    system, memory = system_prompt(user=user, now=now, remembers=remembers)
     earlier = [m for m in messages_before(message=message, limit=HISTORY_MAX_MESSAGES) if _belongs_in_history(m)]
     kept: list[dict[str, Any]] = []
     budget = settings.COACH_HISTORY_BUDGET_TOKENS - estimate_tokens(message.content)
@@ -57,6 +76,7 @@ def conversation_for_turn(*, user: User, message: Message, now: datetime) -> Con
         messages=[{"role": "system", "content": system}, *kept, {"role": "user", "content": message.content}],
         memory=memory,
         history_dropped=len(earlier) - len(kept),
+        remembers=remembers,
     )
 
 

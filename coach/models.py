@@ -24,6 +24,10 @@ class ChatSession(models.Model):
     # An ended session waiting for its summary is the record that it needs one (in the
     # database, whatever the broker did); a worker takes it by setting this.
     summary_claimed_at = models.DateTimeField(null=True, blank=True)
+    # False: a conversation that is not remembered. Nothing is read from memory for it,
+    # nothing written to it; it is never summarised, so no recap, episode or email draws
+    # on it. Chosen when it starts (and always so while the person has memory off).
+    remembered = models.BooleanField(default=True, db_default=True)
 
     class Meta:
         indexes = [
@@ -31,7 +35,7 @@ class ChatSession(models.Model):
             models.Index(fields=["ended_at", "last_message_at"]),
             models.Index(
                 fields=["ended_at"],
-                condition=models.Q(ended_at__isnull=False, summarised_at__isnull=True),
+                condition=models.Q(ended_at__isnull=False, summarised_at__isnull=True, remembered=True),
                 name="session_awaiting_summary",
             ),
         ]

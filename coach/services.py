@@ -43,10 +43,16 @@ class TurnLost(Exception):
 
 
 def session_start(
-    *, user: User, first_message: str | None = None, client_id: uuid.UUID | None = None, now: datetime | None = None
+    *,
+    user: User,
+    first_message: str | None = None,
+    client_id: uuid.UUID | None = None,
+    remembered: bool = True,
+    now: datetime | None = None,
 ) -> ChatSession:
     """A new conversation with its first message (both or neither; an empty one only when
-    no message is given at all, as the app's own code does).
+    no message is given at all, as the app's own code does). `remembered=False` starts one
+    that is not remembered; while the person has memory off, every one is.
 
     Idempotent by `client_id`: the same submission twice (a double click, a retried
     request) is the conversation the first one started, not a second one."""
@@ -54,13 +60,22 @@ def session_start(
     if first_message is not None:
         _check_text(first_message)
     with transaction.atomic():
-        # Serialises this person's new conversations, so two submissions cannot both start one.
-        get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("pk", flat=True).get()
+        # Serialises this person's new conversations, so two submissions cannot both start
+        # one; and reads their memory setting as it stands now, not as the caller saw it.
+        memory_enabled = (
+            get_user_model()
+            .objects.select_for_update()
+            .filter(pk=user.pk)
+            .values_list("memory_enabled", flat=True)
+            .get()
+        )
         if client_id is not None and (
             earlier := Message.objects.filter(session__user=user, client_id=client_id).select_related("session").first()
         ):
             return earlier.session
-        session = ChatSession.objects.create(user=user, created_at=now, last_message_at=now)
+        session = ChatSession.objects.create(
+            user=user, created_at=now, last_message_at=now, remembered=remembered and memory_enabled
+        )
         if first_message is not None:
             message_post(session=session, text=first_message, client_id=client_id, now=now)
     return session
@@ -226,11 +241,12 @@ def sessions_end_idle(*, now: datetime | None = None) -> int:
 def summaries_due(*, now: datetime | None = None, limit: int = 100) -> list[int]:
     """Take the ended sessions still without a summary, and not taken by a worker within
     SUMMARY_LEASE_SECONDS (one that died, or a task the broker lost): their ids. Each is
-    taken by exactly one caller."""
+    taken by exactly one caller. A conversation that is not remembered is never
+    summarised: it stays without one, so no recap or weekly episode ever draws on it."""
     now = now or timezone.now()
     lease_over = now - timedelta(seconds=SUMMARY_LEASE_SECONDS)
     due = (
-        ChatSession.objects.filter(ended_at__isnull=False, summarised_at__isnull=True)
+        ChatSession.objects.filter(ended_at__isnull=False, summarised_at__isnull=True, remembered=True)
         .filter(Q(summary_claimed_at__isnull=True) | Q(summary_claimed_at__lt=lease_over))
         .order_by("ended_at")
     )

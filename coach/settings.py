@@ -59,6 +59,9 @@ CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", default=[])
 SITE_URL = env_str("SITE_URL", "http://localhost:8000" if DEBUG else "").rstrip("/")
 if not SITE_URL:
     raise ImproperlyConfigured("SITE_URL is not set: the https address users reach the app at, for links in emails.")
+# The product's name as account emails give it: their subject, header and signature
+# (beside SITE_URL's domain, never the host a request happened to name).
+SITE_NAME = env_str("SITE_NAME", "Coach")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -85,6 +88,9 @@ MIDDLEWARE = [
     "coach.middleware.request_body_within_limit",
     # Static files, served by the app itself; async, so a request does not change threads.
     "servestatic.middleware.ServeStaticMiddleware",
+    # Pages gzipped (static files are served pre-compressed above, so never reach it);
+    # BREACH-aware and leaving server-sent events alone: see coach/compression.py.
+    "coach.compression.GZipPagesMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "coach.middleware.csp_nonce_on_every_response",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -402,6 +408,9 @@ MEMORY_PROSPECTIVE_LEAD_DAYS = env_int("MEMORY_PROSPECTIVE_LEAD_DAYS", default=3
 MEMORY_FORGOTTEN_DAYS = env_int("MEMORY_FORGOTTEN_DAYS", default=30)
 # The most history events kept per person (older ones go once past the restore window).
 MEMORY_HISTORY_MAX_EVENTS = env_int("MEMORY_HISTORY_MAX_EVENTS", default=1000)
+# How long a person may undo deleting a memory. The undo is held by their page, never by
+# the server (memory/undo.py): past this, the deletion is for good.
+MEMORY_UNDO_SECONDS = env_int("MEMORY_UNDO_SECONDS", default=600)
 
 # Content-Security-Policy: our own origin plus a fresh nonce per response; nothing inline
 # without it, no eval. htmx is vendored under static/ for this reason.
@@ -451,7 +460,10 @@ STORAGES = {
         else "servestatic.storage.CompressedManifestStaticFilesStorage"
     },
 }
-# In development static files are served straight from the source folders.
+# In production collectstatic writes each file under a hashed name with a gzip and a
+# brotli copy beside it (the brotli package), and servestatic serves the smallest copy
+# the browser accepts. In development static files are served straight from the source
+# folders.
 SERVESTATIC_USE_FINDERS = DEBUG
 SERVESTATIC_AUTOREFRESH = DEBUG
 

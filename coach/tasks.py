@@ -1,5 +1,9 @@
 """Background work of the chat: ending idle sessions, summarising ended ones, and ending
-turns whose process died."""
+turns whose process died.
+
+Only what is remembered is summarised: a conversation that is not remembered never is,
+and a session that ends while the person has memory off is closed with no summary (no
+model call), so nothing of it reaches a recap or a weekly episode."""
 
 from __future__ import annotations
 
@@ -59,8 +63,11 @@ def summarise_session(self: Task, session_id: int) -> None:
 
 
 def _summarise(session_id: int) -> None:
-    session = ChatSession.objects.filter(pk=session_id, summarised_at__isnull=True).first()
-    if session is None:
+    session = ChatSession.objects.filter(pk=session_id, summarised_at__isnull=True).select_related("user").first()
+    if session is None or not session.remembered:
+        return
+    if not session.user.memory_enabled:
+        session_summary_save(session=session, summary="")
         return
     lines = [
         f"{'User' if m.role == Message.Role.USER else 'Coach'}: {' '.join(m.content.split())}"

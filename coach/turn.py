@@ -7,6 +7,8 @@ their calls in order between rounds, for at most COACH_MAX_TOOL_ROUNDS rounds (t
 answer in words); and saves the reply when whole. Every piece goes to the reply's Redis
 stream (coach/streams.py) as it comes, where any reader follows it: the words, and a quiet
 cue for each memory saved, changed or suggested (the memory work never shows in the words).
+A turn that does not use memory (memory off, or a conversation not remembered) offers no
+tools; a tool call the model makes anyway is answered "memory is off" and changes nothing.
 
 Every exit ends with one terminal event and state: done (the reply saved), stopped (the
 person stopped it; what was written is kept), or failed (retryable; a part-reply kept,
@@ -74,7 +76,13 @@ async def turn_run(*, user_id: int, message_id: int) -> None:
         return
     user, message, conversation = begun
     words = _Words(message.pk)
-    context = ToolContext(user=user, time_zone=user.time_zone, session_id=message.session_id, message_id=message.pk)
+    context = ToolContext(
+        user=user,
+        time_zone=user.time_zone,
+        remembers=conversation.remembers,
+        session_id=message.session_id,
+        message_id=message.pk,
+    )
     try:
         async with asyncio.timeout(settings.COACH_TURN_DEADLINE_SECONDS):
             try:
@@ -191,12 +199,15 @@ class _Words:
 async def _converse(context: ToolContext, messages: list[dict[str, Any]], words: _Words) -> None:
     """The model's rounds: words streamed as they come, tool calls applied in order between."""
     for round_number in range(settings.COACH_MAX_TOOL_ROUNDS + 1):
-        # The last round offers no tools: the model has to answer in words.
-        tools = tool_definitions() if round_number < settings.COACH_MAX_TOOL_ROUNDS else None
+        # The last round offers no tools: the model has to answer in words. Nor does a turn
+        # that does not use memory; if its model calls a tool anyway, the result says
+        # memory is off (run_tool refuses it), and it is asked again for words.
+        last_round = round_number == settings.COACH_MAX_TOOL_ROUNDS
+        tools = tool_definitions() if context.remembers and not last_round else None
         words.next_round()
         response = await _one_response(context.message_id, messages, tools=tools, on_text=words.add)
-        if not response.tool_calls or tools is None:
-            # Tool calls nobody offered are not run; without words, the turn fails.
+        if not response.tool_calls or last_round:
+            # Tool calls in the last round are not run; without words, the turn fails.
             return
         messages.append(
             {

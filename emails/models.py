@@ -19,12 +19,15 @@ OPENING_MAX_CHARS = 120
 
 class EmailPreference(models.Model):
     class Frequency(models.TextChoices):
-        OFF = "off", "Off"
-        WEEKLY = "weekly", "Weekly"
+        WEEKLY = "weekly", "Once a week"
         TWICE_WEEKLY = "twice_weekly", "Twice a week"
+        OFF = "off", "No emails"
 
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.DB_CASCADE, related_name="email_preference")
-    frequency = models.CharField(max_length=16, choices=Frequency.choices, default=Frequency.WEEKLY)
+    # NULL until the person chooses (in onboarding or on the account page): nobody is
+    # written to on a frequency they never picked, so "not chosen" sends nothing at all.
+    # NULL, not "": the planning SQL and the send task read it as a state of its own.
+    frequency = models.CharField(max_length=16, choices=Frequency.choices, null=True, default=None)  # noqa: DJ001
     session_summaries = models.BooleanField(default=False, help_text="A short recap by email after each session.")
     quiet_start = models.TimeField(default=time(21, 0), help_text="No email from this local time...")
     quiet_end = models.TimeField(default=time(8, 0), help_text="...until this one (may cross midnight).")
@@ -33,6 +36,11 @@ class EmailPreference(models.Model):
 
     def __str__(self) -> str:
         return f"email preferences of {self.user_id}"
+
+    @property
+    def chosen(self) -> bool:
+        """Whether the person has said how often the coach may write (no email before)."""
+        return self.frequency is not None
 
     @property
     def hours(self) -> SendingHours:

@@ -85,7 +85,7 @@ def session_recap_plan(*, session_id: int, now: datetime | None = None) -> Email
     if session is None or not session.summary.strip():
         return None
     preference = email_preference_for_user(user=session.user)
-    if not preference.session_summaries or preference.unsubscribed_at is not None:
+    if not preference.chosen or not preference.session_summaries or preference.unsubscribed_at is not None:
         return None
     send_at = next_sending_time(now, preference.hours, sending_window())
     if send_at is None:
@@ -180,7 +180,8 @@ def weekly_episode_write(*, user_id: int, week_key: str, now: datetime | None = 
     episode memory, from its summarised sessions. None when there is nothing to write,
     or it is written already."""
     now = now or timezone.now()
-    user = get_user_model().objects.filter(pk=user_id, is_active=True).first()
+    # Memory turned off since the week was asked for: nothing is written to it.
+    user = get_user_model().objects.filter(pk=user_id, is_active=True, memory_enabled=True).first()
     if user is None:
         return None
     zone = ZoneInfo(user.time_zone)
@@ -189,6 +190,8 @@ def weekly_episode_write(*, user_id: int, week_key: str, now: datetime | None = 
     sessions = [
         SessionOfWeek(day=f"{session.last_message_at.astimezone(zone):%A %Y-%m-%d}", summary=session.summary)
         for session in summarised_sessions_between(user=user, start=start, end=start + timedelta(days=7))
+        # Only what is remembered: a session that ended while memory was off has no summary.
+        if session.remembered and session.summary.strip()
     ]
     return episode_write(user=user, week_key=week_key, sessions=sessions, now=now)
 

@@ -40,6 +40,16 @@ def email_preference_update(
     return preference
 
 
+def email_frequency_choose(*, user: User, frequency: str) -> EmailPreference:
+    """Record how often the coach may write, as the person chose it (in onboarding); the
+    rest of their preferences stay as they are, or at their defaults. Before this or
+    email_preference_update, the coach sends them nothing."""
+    if frequency not in EmailPreference.Frequency.values:
+        raise ValueError(f"{frequency!r} is not an email frequency")
+    preference, _ = EmailPreference.objects.update_or_create(user=user, defaults={"frequency": frequency})
+    return preference
+
+
 def email_unsubscribe(*, user_id: int, now: datetime | None = None) -> bool:
     """Stop every email the coach would send the person, at once. Idempotent: the first
     unsubscribe's time is kept. Returns whether this call changed anything.

@@ -68,7 +68,8 @@ class NudgeFacts:
     """What decides whether a person gets a nudge now."""
 
     hours: SendingHours
-    frequency: str
+    # None: the person has not chosen yet, and gets no nudge until they do.
+    frequency: str | None
     unsubscribed: bool
     has_chatted: bool
     # The newest nudge or check-in planned for them, whatever became of it.

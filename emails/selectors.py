@@ -124,14 +124,17 @@ def next_nudge_for_user(*, user: User, now: datetime, window: SendingWindow) -> 
 
 
 def has_chatted(*, user: User) -> bool:
-    """Whether the person has written to their coach at least once (nudges wait for it)."""
-    return ChatSession.objects.filter(user=user, messages__role=Message.Role.USER).exists()
+    """Whether the person has written to their coach at least once in a conversation that
+    is remembered (nudges wait for it; one not remembered leaves nothing to act on)."""
+    return ChatSession.objects.filter(user=user, remembered=True, messages__role=Message.Role.USER).exists()
 
 
 def recaps_wanted(*, since: datetime) -> list[int]:
     """Sessions summarised since `since` whose person wants recaps and may be emailed,
     and that have no recap planned yet: the ids, oldest summary first."""
-    wants = EmailPreference.objects.filter(user=OuterRef("user"), session_summaries=True, unsubscribed_at__isnull=True)
+    wants = EmailPreference.objects.filter(
+        user=OuterRef("user"), frequency__isnull=False, session_summaries=True, unsubscribed_at__isnull=True
+    )
     planned = Email.objects.filter(kind=Email.Kind.SESSION_SUMMARY, session=OuterRef("pk"))
     return list(
         ChatSession.objects.filter(summarised_at__gte=since)
@@ -163,9 +166,10 @@ class Plan:
 # Each active person with their preferences (the model's defaults where they saved none)
 # and their wall clock now. A zone PostgreSQL does not know leaves the clock NULL, so
 # every comparison with it is false: nobody is emailed at a local time we cannot tell.
+# Likewise a frequency never chosen stays NULL: nobody is emailed before they chose.
 _PEOPLE = """people AS (
     SELECT u.id AS user_id,
-           COALESCE(p.frequency, %(default_frequency)s) AS frequency,
+           p.frequency,
            COALESCE(p.quiet_start, %(default_quiet_start)s::time) AS quiet_start,
            COALESCE(p.quiet_end, %(default_quiet_end)s::time) AS quiet_end,
            p.unsubscribed_at,
@@ -174,7 +178,9 @@ _PEOPLE = """people AS (
     FROM accounts_user u
     LEFT JOIN emails_emailpreference p ON p.user_id = u.id
     LEFT JOIN pg_timezone_names zone ON zone.name = u.time_zone
-    WHERE u.is_active
+    -- With memory off the coach sends nothing drawn on memory: no nudge, no check-in,
+    -- no weekly episode.
+    WHERE u.is_active AND u.memory_enabled
 )"""
 
 # emails/schedule.py's may_email_at: inside the sending window, outside quiet hours
@@ -220,7 +226,7 @@ _DUE_NUDGES = f"""due_nudges AS (
       AND EXISTS (
           SELECT 1 FROM coach_chatsession session
           JOIN coach_message message ON message.session_id = session.id
-          WHERE session.user_id = people.user_id AND message.role = %(user_role)s
+          WHERE session.user_id = people.user_id AND session.remembered AND message.role = %(user_role)s
       )
 )"""  # noqa: S608
 
@@ -232,6 +238,7 @@ _DUE_CHECK_INS = f"""due_check_ins AS (
       AND memory.status = %(open)s
       AND memory.due_at > %(now)s
       AND memory.due_at <= %(now)s::timestamptz + %(lead)s
+      AND people.frequency IS NOT NULL
       AND people.frequency <> %(off)s
       AND people.unsubscribed_at IS NULL
       AND {_MAY_EMAIL_NOW}
@@ -269,7 +276,6 @@ def _parameters(now: datetime, window: SendingWindow | None = None, lead: timede
     Frequency = EmailPreference.Frequency
     parameters: dict[str, Any] = {
         "now": now,
-        "default_frequency": defaults["frequency"],
         "default_quiet_start": defaults["quiet_start"],
         "default_quiet_end": defaults["quiet_end"],
         "weekly": Frequency.WEEKLY.value,

@@ -161,6 +161,13 @@ def _unwanted_because(email: Email, preference: EmailPreference) -> str | None:
         return "they unsubscribed"
     if not email.user.is_active:
         return "the account is deactivated"
+    if not preference.chosen:
+        return "they have not chosen how often the coach may write"
+    if not email.user.memory_enabled:
+        # Every kind is drawn on what the coach remembers (see the account page).
+        return "they turned memory off"
+    if email.session is not None and not email.session.remembered:
+        return "the conversation is not remembered"
     if email.kind in (Kind.NUDGE, Kind.CHECK_IN) and preference.frequency == EmailPreference.Frequency.OFF:
         return "they turned the coach's emails off"
     if email.kind == Kind.SESSION_SUMMARY and not preference.session_summaries:

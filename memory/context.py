@@ -17,6 +17,10 @@ Then two passes (DESIGN.md section 3.3):
 The result carries a report of which form each memory took (whole, one line, left out)
 for the person's "what your coach sees" page. One query, however much there is.
 
+Memory is used only while the person has it on (`memory_enabled`, read off the user)
+and the caller has no reason of its own to leave it out (a conversation that is not
+remembered): otherwise the block is empty, with no markers, and nothing is read.
+
 Memories enter as quoted data inside a block whose markers carry a fresh random nonce
 that no memory contains, so memory text cannot close the block; the prompt says it is
 data, not orders. Index lines hold no line breaks (summaries are one line); full notes
@@ -73,6 +77,8 @@ TOPIC_ORDER = (
 )
 WHOLE, LINE, LEFT_OUT = "whole", "one line", "left out"
 EMAILS_HEADER = "# emails you sent them lately, newest first: never repeat one"
+# The stage a context reports when memory is not used: there is no relationship to read.
+MEMORY_UNUSED_STAGE = "memory off"
 
 
 @dataclass(frozen=True)
@@ -112,6 +118,8 @@ class MemoryContext:
     budget: int
     stage: str
     learned: int
+    # False when memory was not used at all (turned off, or a conversation not remembered).
+    used: bool = True
 
     @property
     def dropped(self) -> tuple[ContextItem, ...]:
@@ -139,13 +147,22 @@ def fixed_tokens_at_most() -> int:
 
 
 def assemble_memory_context(
-    *, user: User, now: datetime, sent_emails: Sequence[SentEmail] = (), budget_tokens: int | None = None
+    *,
+    user: User,
+    now: datetime,
+    sent_emails: Sequence[SentEmail] = (),
+    budget_tokens: int | None = None,
+    use_memory: bool = True,
 ) -> MemoryContext:
     """The memory block of one request's system prompt, and what form each memory took.
 
     `sent_emails` is the communication tier, newest first, from the caller: the emails
-    app sits above memory, so memory is told what was sent rather than asking."""
+    app sits above memory, so memory is told what was sent rather than asking.
+    `use_memory=False` is the caller's own reason to leave memory out (a conversation that
+    is not remembered); a person with memory off gets the same empty block anyway."""
     budget = settings.MEMORY_CONTEXT_BUDGET_TOKENS if budget_tokens is None else budget_tokens
+    if not (use_memory and memory_in_use(user=user)):
+        return memory_unused_context(budget_tokens=budget)
     memories = sorted(memory_list_for_user(user=user), key=lambda m: (m.updated_at, m.pk), reverse=True)
     learned = sum(1 for m in memories if m.source != Source.ONBOARDING)
     stage = relationship_stage(learned)
@@ -196,6 +213,18 @@ def assemble_memory_context(
         stage=stage,
         learned=learned,
     )
+
+
+def memory_in_use(*, user: User) -> bool:
+    """Whether the person's coach may read and write their memories at all."""
+    return user.memory_enabled
+
+
+def memory_unused_context(*, budget_tokens: int | None = None) -> MemoryContext:
+    """What a request holds of memory when memory is not used: nothing, not even the
+    markers (the model must not be told there is a memory to consult)."""
+    budget = settings.MEMORY_CONTEXT_BUDGET_TOKENS if budget_tokens is None else budget_tokens
+    return MemoryContext(text="", items=(), tokens=0, budget=budget, stage=MEMORY_UNUSED_STAGE, learned=0, used=False)
 
 
 def _index_that_fits(memories: Sequence[Memory], room: int) -> dict[int, str]:

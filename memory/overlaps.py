@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from memory.drafts import MemoryDraft, MemoryNotFound
 from memory.embeddings import embed_memory
-from memory.models import Memory, MemoryEvent, MemoryOverlap, Source
+from memory.models import SUMMARY_MAX_CHARS, Memory, MemoryEvent, MemoryOverlap, Source
 from memory.policy import USER_SOURCES
 from memory.selectors import SimilarMemory
 from memory.store import apply_draft, give_neutral_key, lock_user, record_event
@@ -43,13 +43,12 @@ def overlap_merge(*, user: User, overlap_id: int, now: datetime | None = None) -
     if overlap is None:
         raise MemoryNotFound(GONE)
     keep, fold = _kept_and_folded(overlap.memory, overlap.other)
-    content = keep.content if fold.content in keep.content else f"{keep.content}\n{fold.content}"
     draft = MemoryDraft(
         key=keep.key,
         tier=keep.tier,
         category=keep.category,
-        summary=keep.summary,
-        content=content,
+        summary=_fuller(keep.summary, fold.summary),
+        content=_merged_text(keep.content, fold.content),
         due_at=keep.due_at,
         status=keep.status,
     )
@@ -92,6 +91,26 @@ def overlap_dismiss(*, user: User, overlap_id: int, now: datetime | None = None)
         dismissed_at=now or timezone.now()
     )
     return dismissed == 1
+
+
+def _fuller(kept: str, folded: str) -> str:
+    """The kept one-liner, unless the folded one says all of it and more ("Allergic to
+    peanuts" / "Allergic to peanuts and cashews"): no detail is lost in the merge."""
+    if len(folded) <= SUMMARY_MAX_CHARS and _says_all_of(folded, kept):
+        return folded
+    return kept
+
+
+def _merged_text(kept: str, folded: str) -> str:
+    if _says_all_of(kept, folded):
+        return kept
+    if _says_all_of(folded, kept):
+        return folded
+    return f"{kept}\n{folded}"
+
+
+def _says_all_of(text: str, other: str) -> bool:
+    return " ".join(other.casefold().split()) in " ".join(text.casefold().split())
 
 
 def _kept_and_folded(first: Memory, second: Memory) -> tuple[Memory, Memory]:

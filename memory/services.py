@@ -1,5 +1,5 @@
 """Writing memories: the coach's saves, the person's own additions and corrections,
-deletions, restores and the marks a check-in leaves.
+deletions and their undo, restores and the marks a check-in leaves.
 
 Every change runs in one transaction with the person's row locked, applies the ceiling
 rule and the eviction policy in that same transaction, and appends a MemoryEvent
@@ -31,9 +31,9 @@ from memory.drafts import (
     validate_draft,
 )
 from memory.embeddings import embed_memory, memory_text
-from memory.keys import neutral_key
+from memory.keys import is_neutral, neutral_key
 from memory.models import Memory, MemoryEvent, MemoryProposal, ProspectiveStatus, Source, Tier
-from memory.policy import Eviction
+from memory.policy import Eviction, plan_eviction
 from memory.store import (
     apply_draft,
     apply_eviction_policy,
@@ -44,6 +44,7 @@ from memory.store import (
     settle_store,
     store_facts,
 )
+from memory.undo import DeletedMemory, UndoRefused, deleted_memory_from_token
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -159,9 +160,14 @@ def memory_edit_by_user(
     return memory
 
 
-def memory_delete(*, user: User, memory_id: int, actor: str, reason: str = "", now: datetime | None = None) -> None:
+def memory_delete(
+    *, user: User, memory_id: int, actor: str, reason: str = "", now: datetime | None = None
+) -> DeletedMemory:
     """Delete a memory and its embedding. When the person deletes, the text and the key
-    of its history are blanked too: what they asked to be forgotten is kept nowhere."""
+    of its history are blanked too: what they asked to be forgotten is kept nowhere.
+
+    Returns the memory as it was, for the person's undo (memory.undo seals it into a token
+    the page holds); nothing of it stays on the server."""
     now = now or timezone.now()
     with transaction.atomic():
         lock_user(user)
@@ -170,6 +176,7 @@ def memory_delete(*, user: User, memory_id: int, actor: str, reason: str = "", n
             raise MemoryNotFound(GONE)
         if actor in MAY_ONLY_PROPOSE and memory.is_protected:
             raise MemoryIsProtected(f"'{memory.key}' is protected: the coach may only propose deleting it")
+        deleted = DeletedMemory.of(memory, deleted_at=now)
         if actor == Actor.USER:
             erase_for_user(memory, action=MemoryEvent.Action.DELETED, now=now)
         else:
@@ -178,6 +185,7 @@ def memory_delete(*, user: User, memory_id: int, actor: str, reason: str = "", n
                 memory, actor=actor, action=MemoryEvent.Action.DELETED, reason=reason, before=snapshot, now=now
             )
             memory.delete()
+    return deleted
 
 
 def memory_delete_all(*, user: User) -> int:
@@ -274,6 +282,63 @@ def memory_restore(*, user: User, event_id: int, now: datetime | None = None) ->
             actor=Actor.USER,
             action=MemoryEvent.Action.RESTORED,
             reason="you restored it after it was forgotten",
+            after=memory.snapshot(),
+            now=now,
+        )
+        apply_eviction_policy(user_id=user.pk, now=now)
+    return memory
+
+
+def memory_undo_delete(*, user: User, token: str, now: datetime | None = None) -> Memory:
+    """Bring back a memory the person deleted moments ago, exactly as it was (text,
+    details, source, category, tier, date and status, created and changed dates, its id
+    and its embedding), from the undo token its deletion handed the page (memory.undo).
+    No model is called: the embedding comes back with it.
+
+    Refused (UndoRefused, saying why) for another person's token, a damaged one, one
+    older than MEMORY_UNDO_SECONDS, or when the coach has saved a memory of the same name
+    meanwhile. Undoing twice (two tabs, a double click) gives the memory back all the same.
+    The person may take the store past the ceiling, and the policy then forgets the
+    coach's oldest notes as after any write; should the memory itself be the one to go,
+    it comes back as the person's own (kept) rather than straight into "recently forgotten".
+    """
+    now = now or timezone.now()
+    deleted = deleted_memory_from_token(token, user_id=user.pk, now=now)
+    memory = deleted.row()
+    with transaction.atomic():
+        lock_user(user)
+        back = Memory.objects.filter(user=user, pk=deleted.memory_id).first()
+        if back is not None:
+            return back
+        if MemoryEvent.objects.filter(
+            user=user, memory_id=deleted.memory_id, created_at__gt=deleted.deleted_on
+        ).exists():
+            raise UndoRefused("This memory was brought back and deleted again since; use its latest Undo.")
+        if Memory.objects.keyed(user.pk, memory.key).exists():
+            if not is_neutral(memory.key):
+                raise UndoRefused(
+                    "Your coach has noted something under the same name since you deleted this, "
+                    "so it was not brought back: edit that memory instead."
+                )
+            # A neutral key says nothing but its category: the next free one serves as well.
+            taken = Memory.objects.filter(user=user).values_list("key", flat=True)
+            memory.key = neutral_key(memory.category, taken)
+        reason = "you undid deleting it"
+        plan = plan_eviction(
+            [*store_facts(user), memory.facts],
+            max_stored=settings.MEMORY_MAX_STORED,
+            max_episodes=settings.MEMORY_MAX_EPISODES,
+        )
+        if any(eviction.ref == memory.pk for eviction in plan):
+            memory.source = Source.MANUAL
+            reason = "you undid deleting it; it is kept for good, as your coach's memory was full"
+        give_neutral_key(memory)
+        memory.save(force_insert=True)
+        record_event(
+            memory,
+            actor=Actor.USER,
+            action=MemoryEvent.Action.RESTORED,
+            reason=reason,
             after=memory.snapshot(),
             now=now,
         )

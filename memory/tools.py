@@ -4,6 +4,10 @@ No tool takes a user, a source or a database id: memories are named by key, the 
 the one whose turn it is, and everything the model writes is `source=coach`. Whatever the
 model sends, a call ends in a JSON result it can read (an error included); nothing it
 does can raise out of the turn. Every text it sends has a length limit.
+
+Where memory is not used (the person turned it off, or the conversation is not
+remembered) the model is offered no tools; a call it makes anyway reads and writes
+nothing, and its result says memory is off.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from zoneinfo import ZoneInfo
 
 import jsonschema
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
@@ -72,6 +77,8 @@ class ToolContext:
 
     user: User
     time_zone: str = "UTC"
+    # False for a conversation that is not remembered: every call is refused.
+    remembers: bool = True
     session_id: int | None = None
     message_id: int | None = None
     writes: int = 0
@@ -86,8 +93,16 @@ class ToolRefusal(Exception):
     """A call the model can correct; the message goes back to it as the result."""
 
 
+MEMORY_OFF_RESULT = {
+    "status": "memory_off",
+    "error": "memory is off for this conversation: nothing was read or saved. Answer without memory tools.",
+}
+
+
 def run_tool(context: ToolContext, name: str, raw_arguments: str) -> str:
     """Apply one tool call and return its result as JSON text for the model."""
+    if not (context.remembers and _memory_on(context.user)):
+        return json.dumps(MEMORY_OFF_RESULT, ensure_ascii=False)
     try:
         arguments = _parse_arguments(name, raw_arguments)
         if name in WRITE_TOOLS:
@@ -119,6 +134,12 @@ def run_tool(context: ToolContext, name: str, raw_arguments: str) -> str:
     except LLMError as error:
         result = {"status": "error", "error": f"memory is unavailable for a moment ({error}); carry on without it"}
     return json.dumps(result, ensure_ascii=False)
+
+
+def _memory_on(user: User) -> bool:
+    # Read again for each call, not taken from the turn's start: memory turned off while
+    # the model was writing is off for its next call.
+    return bool(get_user_model().objects.filter(pk=user.pk, memory_enabled=True).exists())
 
 
 def _parse_arguments(name: str, raw_arguments: str) -> dict[str, Any]:

@@ -5,7 +5,8 @@ per memory-worthy statement. After tool results it answers in words, unless a sa
 flagged as a near-copy: then, once per user message, it answers the flag. Notes that
 single out different facts (another month, another day, the other side, another number,
 another topic) are kept apart with `keep_separate`; the rest are merged into the existing
-memory with `update_memory`. Summaries, emails and weekly episodes are answered in words.
+memory with `update_memory`. Summaries, emails and weekly episodes are answered in words;
+a memory import with the facts of the pasted text as JSON, one per line or bullet.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 from offline_coach.chat import chat_reply
 from offline_coach.documents import follow_up_email, session_summary, weekly_episode
+from offline_coach.facts import pasted_facts
 from offline_coach.prompt import (
     CallResult,
     Kind,
@@ -53,6 +55,7 @@ DOCUMENTS = {
     Kind.SESSION_SUMMARY: session_summary,
     Kind.WEEKLY_EPISODE: weekly_episode,
     Kind.FOLLOW_UP_EMAIL: follow_up_email,
+    Kind.MEMORY_IMPORT: pasted_facts,
 }
 
 

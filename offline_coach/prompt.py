@@ -3,7 +3,9 @@
 The offline coach relies on these conventions, and only these:
 
 - The first line of the first system message names the request: `# Coach` (a chat turn),
-  `# Session summary`, `# Follow-up email` or `# Weekly episode`; anything else is a chat turn.
+  `# Session summary`, `# Follow-up email`, `# Weekly episode` or `# Memory import` (the
+  last user message is another assistant's answer, pasted, to split into facts); anything
+  else is a chat turn.
 - A line `Today: YYYY-MM-DD` in a system message is today's date.
 - Any line of a system message that is a JSON object with "key" and "summary" is a memory
   (the other fields, "tier", "category", "content", "due_at", are optional).
@@ -38,6 +40,7 @@ class Kind(StrEnum):
     SESSION_SUMMARY = "session summary"
     FOLLOW_UP_EMAIL = "follow-up email"
     WEEKLY_EPISODE = "weekly episode"
+    MEMORY_IMPORT = "memory import"
 
 
 @dataclass(frozen=True)

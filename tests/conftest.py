@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 from django.core.cache import cache
-from playwright.sync_api import Playwright, sync_playwright
+from playwright.sync_api import Page, Playwright, sync_playwright
 
 from accounts.models import User
 from offline_coach import ModelServer
@@ -180,3 +180,15 @@ def browser_type_launch_args(browser_type_launch_args: dict) -> dict:
             "--disable-sync",
         ],
     }
+
+
+@pytest.fixture
+def page(page: Page) -> Iterator[Page]:
+    """pytest-playwright's page, and, once the test is done, axe-core on the state it left
+    the page in: every browser test is also an accessibility check of where it ended."""
+    yield page
+    if page.is_closed() or not page.url.startswith(("http://127.0.0.1", "http://localhost")):
+        return
+    from tests.accessibility import assert_accessible
+
+    assert_accessible(page, "the page this test ended on")

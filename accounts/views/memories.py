@@ -17,7 +17,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django.views.decorators.vary import vary_on_headers
 
 from accounts.forms import MemoryEditForm, MemoryFilterForm, MemoryForm
-from accounts.pages import MemoryFilters, ProposalView, forgotten_memory, memory_row
+from accounts.pages import MemoryFilters, MemoryPage, ProposalView, forgotten_memory, memory_row, undo_offer
 from accounts.selectors import (
     context_report_for_user,
     forgotten_memories_for_user,
@@ -42,6 +42,7 @@ from memory.services import (
     memory_edit_by_user,
     memory_keep,
     memory_restore,
+    memory_undo_delete,
 )
 
 
@@ -70,7 +71,7 @@ def memory_add(request: HtmxHttpRequest) -> HttpResponse:
             _add_errors(form, error.errors)
         else:
             if wants_partial(request):
-                context = {"add_form": MemoryForm(), "saved": True, "row": memory_row(memory)}
+                context = {"add_form": MemoryForm(), "saved": True, "row": memory_row(memory), "page": _page(request)}
                 return render(request, "accounts/memories.html#memory_added", context)
             messages.success(request, "Saved. Your coach will always remember this.")
             return redirect(_memory_anchor(memory.pk))
@@ -176,21 +177,45 @@ def memory_delete_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """GET asks for confirmation; POST deletes the memory, its embedding and its history's text."""
     if request.method == "GET":
         memory = get_object_or_404(memory_list_for_user(user=request.user), pk=pk)
-        context = {"row": memory_row(memory)}
+        context = {"row": memory_row(memory), "undo_minutes": max(1, settings.MEMORY_UNDO_SECONDS // 60)}
         if wants_partial(request):
             return render(request, "accounts/memory_delete.html#delete_confirm", context)
         return render(request, "accounts/memory_delete.html", context)
 
     try:
-        memory_delete(user=request.user, memory_id=pk, actor="user")
+        deleted = memory_delete(user=request.user, memory_id=pk, actor="user")
     except MemoryNotFound:
         # Deleted twice (two tabs): done all the same. A memory never theirs is a 404.
         if not memory_history_for_user(user=request.user, memory_id=pk).exists():
             raise Http404 from None
+        deleted = None
+    context = {"memory_id": pk, "undo": undo_offer(deleted) if deleted else None}
     if wants_partial(request):
-        return HttpResponse("")
-    messages.success(request, "Deleted. It is gone from your coach's memory, and its text from the history.")
-    return redirect("memories")
+        return render(request, "accounts/memories.html#memory_deleted_response", {**context, "page": _page(request)})
+    # Without JavaScript the page comes back with the Undo on it, rather than a redirect:
+    # the undo would otherwise have to wait for the next page in the session, on the server.
+    return render(request, "accounts/memories.html", {**_page_context(request), "deleted": context})
+
+
+@login_required
+@require_POST
+def memory_undo_delete_view(request: HtmxHttpRequest) -> HttpResponse:
+    """Bring back a memory the person just deleted, exactly as it was, from the undo
+    their page held; the server kept nothing of it."""
+    try:
+        memory = memory_undo_delete(user=request.user, token=request.POST.get("token", ""))
+    except MemoryNotRestorable as refused:
+        if wants_partial(request):
+            memory_id = request.POST.get("memory_id", "")
+            context = {"memory_id": int(memory_id) if memory_id.isdigit() else 0, "error": str(refused)}
+            return render(request, "accounts/memories.html#memory_deleted", context, status=409)
+        messages.error(request, str(refused))
+        return redirect("memories")
+    if wants_partial(request):
+        context = {"row": memory_row(memory), "saved": True, "page": _page(request)}
+        return render(request, "accounts/memories.html#memory_undone", context)
+    messages.success(request, "Undone: it is back, as it was.")
+    return redirect(_memory_anchor(memory.pk))
 
 
 @login_required
@@ -226,7 +251,8 @@ def memory_restore_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         messages.error(request, str(error))
         return redirect(reverse("memories") + "#forgotten")
     if wants_partial(request):
-        return render(request, "accounts/memories.html#memory_restored", {"row": memory_row(memory)})
+        context = {"row": memory_row(memory), "page": _page(request)}
+        return render(request, "accounts/memories.html#memory_restored", context)
     messages.success(request, "Restored. It is back, and your coach will not forget it again.")
     return redirect(_memory_anchor(memory.pk))
 
@@ -248,7 +274,12 @@ def proposal_confirm_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         messages.error(request, str(error))
         return redirect(reverse("memories") + "#proposals")
     if wants_partial(request):
-        context = {"row": memory_row(memory) if memory else None, "memory_id": memory_id, "oob": True}
+        context = {
+            "row": memory_row(memory) if memory else None,
+            "memory_id": memory_id,
+            "oob": True,
+            "page": _page(request),
+        }
         return render(request, "accounts/memories.html#proposal_confirmed", context)
     messages.success(request, "Done: your coach's suggestion is applied." if memory else "Done: it is deleted.")
     return redirect(_memory_anchor(memory_id) if memory else reverse("memories"))
@@ -284,7 +315,13 @@ def overlap_merge_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         return redirect(reverse("memories") + "#overlaps")
     gone = overlap.other_id if kept.pk == overlap.memory_id else overlap.memory_id
     if wants_partial(request):
-        context = {"overlap_id": overlap.pk, "row": memory_row(kept), "gone": gone, "message": "Merged into one."}
+        context = {
+            "overlap_id": overlap.pk,
+            "row": memory_row(kept),
+            "gone": gone,
+            "message": "Merged into one. It is yours now, kept for good.",
+            "page": _page(request),
+        }
         return render(request, "accounts/memories.html#overlap_done", context)
     messages.success(request, "Merged into one memory, kept for good.")
     return redirect(_memory_anchor(kept.pk))
@@ -337,6 +374,12 @@ def _add_errors(form: MemoryForm, errors: dict[str, str]) -> None:
 
 def _memory_anchor(memory_id: int) -> str:
     return f"{reverse('memories')}#memory-{memory_id}"
+
+
+def _page(request: HtmxHttpRequest) -> MemoryPage:
+    """The page as it stands after a change, for the counts and lists a partial updates
+    out of band (the counts at the top, each tier's count, what is next to be forgotten)."""
+    return memory_page_for_user(user=request.user, filters=MemoryFilters(), now=timezone.now())
 
 
 def _page_context(

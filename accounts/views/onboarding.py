@@ -8,7 +8,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from accounts.forms import OnboardingForm
-from accounts.services import onboarding_complete, onboarding_skip
+from accounts.services import onboarding_complete, onboarding_settings_keep, onboarding_skip
 from accounts.views.partials import HtmxHttpRequest
 from infra import llm
 
@@ -16,17 +16,21 @@ from infra import llm
 @login_required
 @require_http_methods(["GET", "POST"])
 def onboarding(request: HtmxHttpRequest) -> HttpResponse:
-    if request.method == "POST" and "skip" in request.POST:
-        onboarding_skip(user=request.user)
+    form = OnboardingForm(request.POST or None, time_zone=request.user.time_zone)
+    if request.method == "GET":
+        return render(request, "accounts/onboarding.html", {"form": form})
+    valid = form.is_valid()
+    # Skipping skips the questions, not the settings: the zone the browser gave and an
+    # email choice made are kept, whatever else the form holds.
+    if "skip" in request.POST:
+        onboarding_skip(user=request.user, **form.settings_chosen())
         return redirect("chat")
-    form = OnboardingForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
-        try:
-            onboarding_complete(
-                user=request.user, answers=form.answers(), time_zone=form.cleaned_data.get("time_zone", "")
-            )
-        except llm.LLMError:
-            form.add_error(None, "Your answers could not be saved just now; nothing is lost, please send them again.")
-        else:
-            return redirect("chat")
-    return render(request, "accounts/onboarding.html", {"form": form})
+    if not valid:
+        onboarding_settings_keep(user=request.user, **form.settings_chosen())
+        return render(request, "accounts/onboarding.html", {"form": form})
+    try:
+        onboarding_complete(user=request.user, answers=form.answers(), **form.settings_chosen())
+    except llm.LLMError:
+        form.add_error(None, "Your answers could not be saved just now; nothing is lost, please send them again.")
+        return render(request, "accounts/onboarding.html", {"form": form})
+    return redirect("chat")

@@ -1,5 +1,6 @@
 """The chat pages, and the forms that post to them: a message (which starts its turn at
-once), a retry, a stop, the end of a session.
+once), a retry, a stop, the end of a session. A conversation may be started as one that
+is not remembered (the `not_remembered` box of the first message's form).
 
 Every form works as a plain POST too (without JavaScript: the page then refreshes until
 the reply is there), and every refusal says what to do, beside the message box, which
@@ -49,16 +50,29 @@ class Exchange:
     reply: Message | None
 
 
-@login_required
 @require_GET
 def chat(request: HttpRequest) -> HttpResponse:
-    """The latest conversation, or a fresh page to start the first one."""
+    """The latest conversation, or a fresh page to start the first one; for a visitor, the
+    page that says what the coach is before they sign up."""
+    if not request.user.is_authenticated:
+        return landing(request)
     if request.user.onboarded_at is None:
         return redirect("onboarding")
     latest = sessions_for_user(user=request.user).filter(ended_at__isnull=True).first()
     if latest is not None:
         return redirect("session", pk=latest.pk)
     return render(request, "coach/chat.html", _page_context(request, session=None))
+
+
+def landing(request: HttpRequest) -> HttpResponse:
+    """What the coach does, how it remembers and forgets, and what it promises about privacy.
+    The numbers are the settings the eviction policy runs on, so the page cannot drift."""
+    context = {
+        "max_stored": settings.MEMORY_MAX_STORED,
+        "max_episodes": settings.MEMORY_MAX_EPISODES,
+        "forgotten_days": settings.MEMORY_FORGOTTEN_DAYS,
+    }
+    return render(request, "coach/landing.html", context)
 
 
 @login_required
@@ -78,7 +92,12 @@ def session_new(request: HttpRequest) -> HttpResponse:
     if error is not None:
         return _composer_error(request, *error, session=None)
     try:
-        session = session_start(user=request.user, first_message=text, client_id=_client_id(request))
+        session = session_start(
+            user=request.user,
+            first_message=text,
+            client_id=_client_id(request),
+            remembered=not _not_remembered_chosen(request),
+        )
     except MessageRejected as rejection:
         return _composer_error(request, str(rejection), 422, session=None)
     first = Message.objects.filter(session=session, role=Message.Role.USER).order_by("pk").first()
@@ -207,7 +226,19 @@ def _page_context(request: HttpRequest, *, session: ChatSession | None) -> dict:
         "answering": any(e.message.status in (Message.Status.PENDING, Message.Status.ANSWERING) for e in exchanges),
         "client_id": uuid.uuid4(),
         "max_chars": settings.COACH_MAX_MESSAGE_CHARS,
+        "memory_enabled": request.user.memory_enabled,
+        "not_remembered": _not_remembered_chosen(request),
     }
+
+
+def _not_remembered_chosen(request: HttpRequest) -> bool:
+    """Whether the person ticked "don't remember this conversation" (or followed a link
+    that ticks it for them)."""
+    try:
+        data = request.POST if request.method == "POST" else request.GET
+        return data.get("not_remembered") == "1"
+    except RequestDataTooBig:
+        return False
 
 
 def _people_messages(request: HttpRequest, session_pk: int) -> QuerySet[Message]:

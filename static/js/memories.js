@@ -56,15 +56,89 @@
     button.hidden = true;
   });
 
-  // New content from htmx: enhance it, and put the cursor where the person will type.
+  // Focus never falls back to the top of the page when the element holding it is swapped
+  // out: it goes where the person's next step is. A Cancel gives it back to the control
+  // that opened what it cancels (remembered here, as that control is replaced meanwhile).
+  let returnFocus = null;
+  // Where the last request came from: a list updated in passing never takes the focus.
+  let keptFromList = false;
+  document.addEventListener("htmx:beforeRequest", (event) => {
+    keptFromList = Boolean(event.detail.elt.closest("#next-to-forget"));
+  });
+
+  document.addEventListener("click", (event) => {
+    const cancel = event.target.closest("[data-return-focus]");
+    const article = cancel && cancel.closest("article");
+    returnFocus = article ? { id: article.id, control: cancel.dataset.returnFocus } : null;
+  });
+
+  function focusOn(element) {
+    if (!element) return;
+    if (!element.matches("a[href], button, input, select, textarea, [tabindex]")) element.setAttribute("tabindex", "-1");
+    element.focus();
+  }
+
+  function isMemory(element) {
+    return element && element.matches("article.memory") && !element.matches(".deleted");
+  }
+
+  // After a deletion: the next memory, else the one before, else the list's heading.
+  function focusAfterDelete(deleted) {
+    let next = deleted.nextElementSibling;
+    while (next && !isMemory(next)) next = next.nextElementSibling;
+    let previous = deleted.previousElementSibling;
+    while (previous && !isMemory(previous)) previous = previous.previousElementSibling;
+    const section = deleted.closest("section");
+    focusOn(next || previous || (section && section.querySelector("h2")) || deleted);
+  }
+
+  // The Undo lasts as long as the server honours it; then the row says it is for good.
+  function expireUndo(deleted) {
+    const until = Number(deleted.dataset.undoUntil) * 1000;
+    if (!until) return;
+    window.setTimeout(() => {
+      const form = deleted.querySelector(".undo-form");
+      if (!form || !form.isConnected) return;
+      const hadFocus = form.contains(document.activeElement);
+      form.remove();
+      const note = deleted.querySelector(".undo-note");
+      if (note) note.textContent = "Deleted for good.";
+      if (hadFocus) focusOn(deleted);
+    }, Math.max(0, until - Date.now()));
+  }
+
+  function placeFocus(element) {
+    if (!element.matches) return;
+    if (element.matches(".memory.editing")) {
+      const first = element.querySelector(".has-error textarea, .has-error input, .has-error select")
+        || element.querySelector("[name=summary]");
+      focusOn(first);
+    } else if (element.matches(".memory.confirming")) {
+      focusOn(element.querySelector(".confirm-question"));
+    } else if (element.matches(".memory.deleted")) {
+      expireUndo(element);
+      if (element.hasAttribute("data-focus-next")) focusAfterDelete(element);
+      else if (element.querySelector("[role=alert]")) focusOn(element);
+    } else if (element.matches("article.memory") && returnFocus && returnFocus.id === element.id) {
+      focusOn(element.querySelector(`[data-control="${returnFocus.control}"]`) || element);
+      returnFocus = null;
+    } else if (element.matches("article.memory, .overlap.done") && lostFocus()) {
+      // Saved, undone, merged: the new content itself.
+      focusOn(element);
+    } else if (element.matches("#next-to-forget") && keptFromList) {
+      focusOn(element.querySelector("h2"));
+    }
+  }
+
+  function lostFocus() {
+    return !document.activeElement || document.activeElement === document.body;
+  }
+
+  // New content from htmx: enhance it, and put the focus where the person's next step is.
   document.addEventListener("htmx:load", (event) => {
     const element = event.detail.elt;
     enhance(element);
-    if (element.matches && element.matches(".memory.editing")) {
-      const first = element.querySelector(".has-error textarea, .has-error input, .has-error select")
-        || element.querySelector("[name=summary]");
-      if (first) first.focus();
-    }
+    placeFocus(element);
   });
 
   // htmx does not swap error responses; say something rather than nothing.
@@ -91,9 +165,14 @@
     toast.textContent = text;
   }
 
-  if (document.readyState === "loading") {
-    document.addEventListener("DOMContentLoaded", () => enhance(document));
-  } else {
+  function start() {
     enhance(document);
+    for (const deleted of document.querySelectorAll(".memory.deleted[data-undo-until]")) expireUndo(deleted);
+  }
+
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", start);
+  } else {
+    start();
   }
 })();

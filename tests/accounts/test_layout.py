@@ -38,7 +38,7 @@ def test_htmx_is_served_from_our_own_static_files(client: Client) -> None:
     assert "://" not in "".join(re.findall(r'<script src="([^"]+)"', html))
 
 
-@pytest.mark.parametrize("path", ["/", "/memories/", "/account/"])
+@pytest.mark.parametrize("path", ["/memories/", "/account/"])
 def test_pages_send_anonymous_visitors_to_log_in(client: Client, path: str) -> None:
     response = client.get(path)
 

@@ -129,12 +129,121 @@ def test_a_person_deletes_a_memory_after_confirming(page: Page, live_server, per
     row = page.locator(f"#memory-{memory.pk}")
 
     row.get_by_role("link", name="Delete").click()
-    expect(row).to_contain_text("Delete this memory for good?")
-    row.get_by_role("button", name="Delete for good").click()
+    expect(row).to_contain_text("Delete this memory?")
+    row.get_by_role("button", name="Delete", exact=True).click()
 
-    expect(row).to_have_count(0)
+    expect(row).to_contain_text("Deleted: “Oats every morning”")
+    expect(row.get_by_role("button", name="Undo")).to_be_visible()
     assert still_the_same_document(page)
     assert not Memory.objects.filter(user=person).exists()
+
+
+def focused(page: Page) -> dict[str, str]:
+    """What holds the focus: its id, its tag, its control name, and its memory's id."""
+    return page.evaluate(
+        """() => {
+          const element = document.activeElement;
+          const article = element && element.closest("article");
+          return {
+            id: element ? element.id : "", tag: element ? element.tagName.toLowerCase() : "",
+            control: (element && element.dataset.control) || "", memory: article ? article.id : "",
+          };
+        }"""
+    )
+
+
+def counts_at_the_top(page: Page) -> str:
+    return " ".join(page.locator("#memory-counts").inner_text().split())
+
+
+def test_delete_then_undo_brings_the_same_memory_back_with_the_counts_and_focus_right(
+    page: Page, live_server, person: User
+) -> None:
+    _newest, middle, oldest = reversed(make_memories(person, 3))
+    middle = Memory.objects.get(pk=middle.pk)
+    was = (middle.summary, middle.content, middle.source, middle.category, middle.created_at, middle.updated_at)
+    open_memories(page, live_server)
+    assert counts_at_the_top(page) == "3 memories 0 kept for good 0 emails sent"
+    row = page.locator(f"#memory-{middle.pk}")
+
+    row.get_by_role("link", name="Delete").click()
+    row.get_by_role("button", name="Delete", exact=True).click()
+
+    expect(row).to_contain_text("Deleted: “note number 1”")
+    expect(page.locator("#memory-counts")).to_contain_text("2 memories")
+    expect(page.locator("#tier-episodic-count")).to_have_text("2")
+    # The focus goes on to the next memory, not to the top of the page.
+    expect(page.locator(f"#memory-{oldest.pk}")).to_be_focused()
+    assert focused(page)["id"] == f"memory-{oldest.pk}"
+    assert not Memory.objects.filter(pk=middle.pk).exists()
+
+    row.get_by_role("button", name="Undo").click()
+
+    expect(row).to_contain_text("note number 1")
+    expect(row.get_by_role("link", name="Edit")).to_be_visible()
+    expect(page.locator("#memory-counts")).to_contain_text("3 memories")
+    expect(page.locator("#tier-episodic-count")).to_have_text("3")
+    expect(row).to_be_focused()
+    assert focused(page)["id"] == f"memory-{middle.pk}"
+    assert still_the_same_document(page)
+    back = Memory.objects.get(pk=middle.pk)
+    assert (back.summary, back.content, back.source, back.category, back.created_at, back.updated_at) == was
+
+
+def test_deleting_the_last_memory_of_a_list_focuses_the_one_before_then_the_lists_heading(
+    page: Page, live_server, person: User
+) -> None:
+    newer, older = reversed(make_memories(person, 2))
+    open_memories(page, live_server)
+
+    for memory in (older, newer):
+        row = page.locator(f"#memory-{memory.pk}")
+        row.get_by_role("link", name="Delete").click()
+        row.get_by_role("button", name="Delete", exact=True).click()
+        expect(row).to_contain_text("Deleted")
+
+        expected = f"#memory-{newer.pk}" if memory == older else "#tier-episodic-title"
+        expect(page.locator(expected)).to_be_focused()
+        assert focused(page)["id"] == expected[1:]
+    expect(page.locator("#memory-counts")).to_contain_text("0 memories")
+
+
+def test_cancel_gives_the_focus_back_to_the_control_that_opened_it(page: Page, live_server, person: User) -> None:
+    memory = make_memory(person, "breakfast", summary="Oats every morning")
+    make_memories(person, 2)
+    open_memories(page, live_server)
+    row = page.locator(f"#memory-{memory.pk}")
+
+    row.get_by_role("link", name="Edit").click()
+    expect(row.get_by_label(SUMMARY)).to_be_focused()
+    row.get_by_role("link", name="Cancel").click()
+    expect(row.get_by_role("link", name="Edit")).to_be_focused()
+    assert focused(page) == {"id": "", "tag": "a", "control": "edit", "memory": f"memory-{memory.pk}"}
+
+    row.get_by_role("link", name="Delete").click()
+    expect(row.locator(".confirm-question")).to_be_focused()
+    row.get_by_role("link", name="Cancel").click()
+    expect(row.get_by_role("link", name="Delete")).to_be_focused()
+    assert focused(page) == {"id": "", "tag": "a", "control": "delete", "memory": f"memory-{memory.pk}"}
+    assert still_the_same_document(page)
+
+
+def test_the_counts_at_the_top_follow_an_addition_and_a_keep(page: Page, live_server, person: User) -> None:
+    oldest = make_memories(person, 2)[0]
+    open_memories(page, live_server)
+    add = page.locator("#add")
+
+    add.get_by_text("Always remember this").click()
+    add.get_by_label(SUMMARY).fill("I am vegetarian")
+    add.get_by_role("button", name="Remember this").click()
+    expect(page.locator("#memory-counts")).to_contain_text("3 memories")
+    expect(page.locator("#memory-counts")).to_contain_text("1 kept for good")
+
+    page.locator("#next-to-forget").get_by_role("button", name="Keep").first.click()
+    expect(page.locator("#memory-counts")).to_contain_text("2 kept for good")
+    expect(page.locator(f"#memory-{oldest.pk}")).to_contain_text("Kept: you wrote it")
+    assert counts_at_the_top(page) == "3 memories 2 kept for good 0 emails sent"
+    assert still_the_same_document(page)
 
 
 def test_a_person_adds_a_memory_that_appears_in_its_tier(page: Page, live_server, person: User) -> None:
@@ -216,3 +325,53 @@ def test_the_memory_page_fits_a_phone(page: Page, live_server, person: User) -> 
     for path in ("/memories/", "/account/"):
         page.goto(live_server.url + path)
         assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), path
+
+
+def test_deleted_and_what_your_coach_sees_states_have_no_serious_accessibility_violation(
+    page: Page, live_server, person: User
+) -> None:
+    from tests.accessibility import assert_accessible
+
+    shoulder = make_memory(person, "shoulder", source="user", category="injury", summary="Bad left shoulder")
+    notes = make_memories(person, 3)
+    open_memories(page, live_server)
+    row = page.locator(f"#memory-{notes[0].pk}")
+
+    row.get_by_role("link", name="Delete").click()
+    expect(row.locator(".confirm-question")).to_be_focused()
+    assert_accessible(page, "a delete waiting for confirmation")
+    row.get_by_role("button", name="Delete", exact=True).click()
+    expect(row.get_by_role("button", name="Undo")).to_be_visible()
+    assert_accessible(page, "a memory deleted, with its Undo")
+
+    coach_sees = page.locator("#coach-sees")
+    coach_sees.get_by_text("Show it").click()
+    expect(coach_sees.locator(f'[data-memory-id="{shoulder.pk}"]')).to_contain_text("You told your coach")
+    coach_sees.get_by_text("The exact text your coach receives").click()
+    exact = coach_sees.get_by_role("region", name="The exact text your coach receives")
+    expect(exact).to_contain_text("Bad left shoulder")
+    exact.focus()
+    expect(exact).to_be_focused()
+    assert_accessible(page, "what your coach sees, the exact text open")
+
+    page.goto(live_server.url + "/memories/context")
+    expect(page.get_by_role("heading", name="Injuries")).to_be_visible()
+    assert_accessible(page, "the page of what your coach sees")
+
+
+def test_the_browser_keeps_no_copy_of_the_memory_page_after_a_search(page: Page, live_server, person: User) -> None:
+    # htmx would otherwise keep each page it swaps away from in the browser's storage, where
+    # it outlives signing out: a person's memories, readable by whoever uses the tab next.
+    make_memory(person, "shoulder", source="user", category="injury", summary="Bad left shoulder")
+    make_memory(person, "oats", summary="Oats every morning")
+    open_memories(page, live_server)
+
+    page.get_by_role("searchbox").fill("shoulder")
+    expect(page.locator("#memory-groups")).to_contain_text("1 match for “shoulder”")
+    page.get_by_role("searchbox").fill("oats")
+    expect(page.locator("#memory-groups")).to_contain_text("1 match for “oats”")
+    page.go_back()
+    expect(page.locator("#memory-groups")).to_contain_text("1 match for “shoulder”")
+
+    stored = page.evaluate("JSON.stringify([{...window.localStorage}, {...window.sessionStorage}])")
+    assert "Oats every morning" not in stored and "Bad left shoulder" not in stored

@@ -234,6 +234,25 @@ def test_always_remember_this_saves_a_protected_memory_of_the_users_own(client: 
     assert memory.key == "preference-1"
 
 
+def counts_swapped_in(html: str) -> str:
+    """The counts at the top, as an htmx response swaps them in out of band."""
+    found = re.search(r'<ul class="stats" id="memory-counts"[^>]*hx-swap-oob="true">(.*?)</ul>', html, re.S)
+    assert found, "the counts are not updated"
+    return " ".join(re.sub(r"<[^>]+>", " ", found.group(1)).split())
+
+
+def test_an_addition_updates_the_counts_at_the_top_in_place(client: Client, user: User) -> None:
+    make_memories(user, 2)
+
+    html = add(client, summary="I am vegetarian", tier="profile", category="preference").content.decode()
+
+    assert counts_swapped_in(html) == "3 memories 1 kept for good 0 emails sent"
+    assert '<span class="count" id="tier-profile-count" hx-swap-oob="true">1</span>' in html
+    assert (
+        '<section class="card" id="next-to-forget" aria-labelledby="next-to-forget-title" hx-swap-oob="true">' in html
+    )
+
+
 def test_always_remember_this_can_plan_something_for_later(client: Client, user: User) -> None:
     day = (timezone.now() + timedelta(days=60)).date()
 
@@ -281,12 +300,13 @@ def test_an_invalid_addition_without_htmx_shows_the_page_with_the_form_open(clie
 # Delete ---------------------------------------------------------------------------------
 
 
-def test_deleting_asks_first(client: Client, user: User) -> None:
+def test_deleting_asks_first_and_says_it_can_be_undone_for_a_while(client: Client, user: User) -> None:
     memory = make_memory(user, "breakfast", summary="Oats")
 
     html = client.get(f"/memories/{memory.pk}/delete", headers=HTMX).content.decode()
 
-    assert "Delete this memory for good?" in html and "Oats" in html
+    assert "Delete this memory?" in html and "Oats" in html
+    assert "You can undo this for 10 minutes" in html
     assert Memory.objects.filter(pk=memory.pk).exists()
 
 
@@ -296,7 +316,11 @@ def test_deleting_removes_the_memory_its_embedding_and_its_text_in_the_history(c
 
     response = client.post(f"/memories/{memory.pk}/delete", headers=HTMX)
 
-    assert response.status_code == 200 and response.content == b""
+    # In the row's place: "Deleted · Undo", the undo held by the page alone.
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert html.lstrip().startswith(f'<article class="memory deleted" id="memory-{memory.pk}"')
+    assert "<strong>Deleted</strong>: “Eggs”" in html and ">Undo</button>" in html
     assert not Memory.objects.filter(pk=memory.pk).exists()
     assert not Memory.objects.filter(user=user, embedding__isnull=False).exists()
     events = list(MemoryEvent.objects.filter(user=user, memory_id=memory.pk))
@@ -310,16 +334,27 @@ def test_deleting_twice_is_done_all_the_same(client: Client, user: User) -> None
     memory = make_memory(user, "breakfast")
     client.post(f"/memories/{memory.pk}/delete", headers=HTMX)
 
-    assert client.post(f"/memories/{memory.pk}/delete", headers=HTMX).status_code == 200
+    again = client.post(f"/memories/{memory.pk}/delete", headers=HTMX)
+
+    # Nothing is left to undo from: the second answer says deleted, with no Undo.
+    assert again.status_code == 200
+    assert "<strong>Deleted</strong>" in again.content.decode() and "Undo" not in again.content.decode()
 
 
-def test_deleting_without_htmx_goes_back_to_the_page_with_a_message(client: Client, user: User) -> None:
-    memory = make_memory(user, "breakfast")
+def test_deleting_without_htmx_shows_the_page_with_the_undo_at_the_top(client: Client, user: User) -> None:
+    memory = make_memory(user, "breakfast", summary="Oats every morning")
+    make_memory(user, "rain", summary="Runs in the rain")
 
-    response = client.post(f"/memories/{memory.pk}/delete", follow=True)
+    response = client.post(f"/memories/{memory.pk}/delete")
 
-    assert response.redirect_chain == [("/memories/", 302)]
-    assert "Deleted." in response.content.decode()
+    # Not a redirect: the undo would have to wait in the session, on the server.
+    html = response.content.decode()
+    assert response.status_code == 200 and "<html" in html
+    notice = re.search(r'<section class="card deleted-notice".*?</section>', html, re.S).group(0)
+    assert "Deleted</strong>: “Oats every morning”" in notice
+    assert 'action="/memories/undo-delete"' in notice and 'name="token"' in notice
+    assert "Runs in the rain" in html
+    assert re.search(r'id="memory-counts"[^>]*>\s*<li><strong>1</strong> memory</li>', html)
 
 
 # Proposals ------------------------------------------------------------------------------
@@ -405,6 +440,8 @@ def test_a_restored_memory_is_protected_and_back_in_the_context(client: Client, 
     assert memory.source == "manual" and memory.is_protected and memory.key == "habit-1"
     assert "note number 0" in assemble_memory_context(user=user, now=timezone.now()).text
     assert "note number 0" not in client.get("/memories/").content.decode().split('id="forgotten"', 1)[1]
+    # Under a ceiling of two, the restored memory made the coach forget another.
+    assert counts_swapped_in(html) == "2 memories 1 kept for good 0 emails sent"
 
 
 def test_restoring_a_key_that_exists_again_says_why_not(client: Client, user: User, settings) -> None:
@@ -432,6 +469,7 @@ def test_keeping_protects_a_memory_next_to_be_forgotten(client: Client, user: Us
     assert html.lstrip().startswith('<section class="card" id="next-to-forget"')
     assert f'action="/memories/{oldest.pk}/keep"' not in html
     assert f'id="memory-{oldest.pk}" hx-swap-oob="true"' in html and "Kept: you wrote it" in html
+    assert counts_swapped_in(html) == "3 memories 1 kept for good 0 emails sent"
     oldest.refresh_from_db()
     assert oldest.source == "manual" and oldest.key == "habit-1"
 
@@ -464,11 +502,15 @@ def test_what_the_coach_sees_shows_the_text_and_what_was_left_out(client: Client
 
     html = client.get("/memories/context", headers=HTMX).content.decode()
 
-    sent = html.split('<pre class="context-text">', 1)[1]
-    assert "Bad left shoulder" in sent
-    assert "Left out this time" in html
-    assert re.search(r'<tr class="dropped"><td>habit</td><td>note number \d+</td><td>Left out</td>', html)
-    assert "MEMORIES" in sent
+    readable, sent = html.split('<pre class="context-text"', 1)
+    assert "Bad left shoulder" in sent and "MEMORIES" in sent
+    assert re.search(
+        r'<li class="context-entry form-left-out"[^>]*>\s*<p class="context-summary">note number \d+</p>.*?'
+        r"Left out for lack of room",
+        readable,
+        re.S,
+    )
+    assert "left out for lack of room" in readable
 
 
 def test_without_htmx_an_edit_of_a_memory_gone_meanwhile_is_a_page_that_keeps_the_text(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from html import unescape
 
 import pytest
 from django.test import Client
@@ -12,9 +13,12 @@ from django.utils import timezone
 
 from accounts.models import User
 from emails.models import Email
+from infra.llm import Embedding
 from memory.drafts import MemoryDraft
 from memory.models import Memory, MemoryEvent
 from memory.proposals import proposal_make
+from memory.services import memory_save
+from offline_coach import bag_of_words_embedding
 from tests.memory.factories import make_memories, make_memory
 
 pytestmark = pytest.mark.django_db
@@ -136,7 +140,8 @@ def test_a_prospective_memory_shows_its_due_date_and_status(client: Client, user
 
     html = row(page(client), talk)
 
-    assert f"Due {due:%-d %b %Y}" in html
+    # The date is a <time> on the person's clock (UTC here): read as the person sees it.
+    assert f"Due {due:%-d %b %Y}" in re.sub(r"<[^>]+>", "", html)
     assert "Raised" in html
 
 
@@ -284,6 +289,26 @@ def test_recently_forgotten_memories_show_their_reason_and_a_restore_button(clie
     assert "Runs in the rain" in html
     assert "the oldest unprotected memory when more than 60 were stored" in html
     assert f'action="/memories/forgotten/{event.pk}/restore"' in html
+
+
+def test_the_reasons_the_page_gives_speak_of_your_coach(client: Client, user: User, settings) -> None:
+    settings.MEMORY_MAX_STORED = 1
+    make_memories(user, 1)
+    memory_save(
+        user=user,
+        draft=MemoryDraft(key="newest", tier="episodic", category="habit", summary="Newest", content="Newest"),
+        source="coach",
+        actor="coach",
+        embedding=Embedding(bag_of_words_embedding("Newest"), "bag-of-words"),
+    )
+    peanuts = make_memory(user, "peanuts", source="user", category="allergy", summary="Allergic to peanuts")
+    proposal_make(user=user, memory=peanuts, kind="delete", draft=None, reason="the coach saved new text")
+
+    html = unescape(page(client))
+
+    assert "the oldest of your coach's session notes" in section(html, "forgotten")
+    assert "Why</span> your coach saved new text" in section(html, "proposals")
+    assert "the coach" not in html.replace("Your memories", "")
 
 
 def test_next_to_be_forgotten_lists_the_oldest_unprotected_notes_first(client: Client, user: User) -> None:

@@ -1,4 +1,4 @@
-"""A person signs up, verifies their address, logs in, sees the chat and logs out, in Chromium."""
+"""A visitor lands, signs up, verifies their address, logs in, sees the chat and logs out, in Chromium."""
 
 from __future__ import annotations
 
@@ -14,8 +14,10 @@ from tests.conftest import PASSWORD
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_sign_up_verify_log_in_see_the_chat_and_log_out(page: Page, live_app: str) -> None:
-    page.goto(live_app + "/accounts/signup/")
+def test_land_sign_up_verify_log_in_see_the_chat_and_log_out(page: Page, live_app: str) -> None:
+    page.goto(live_app + "/")
+    expect(page.get_by_role("heading", level=1)).to_contain_text("A coach that remembers you")
+    page.get_by_role("main").get_by_role("link", name="Create your account").first.click()
     page.get_by_label("Email:").fill("new@example.com")
     page.get_by_label("Password:", exact=True).fill(PASSWORD)
     page.get_by_label("Password (again):").fill(PASSWORD)
@@ -27,6 +29,8 @@ def test_sign_up_verify_log_in_see_the_chat_and_log_out(page: Page, live_app: st
     page.goto(live_app + link)
     page.get_by_role("button", name="Confirm").click()
     expect(page.get_by_role("heading", name="Welcome")).to_be_visible()
+    # One message, not "confirmed" and "signed in" stacked.
+    expect(page.locator(".message")).to_have_text(["Your address new@example.com is confirmed, and you are signed in."])
     page.get_by_role("button", name="Skip for now").click()
     expect(page.get_by_role("heading", name="Your coach")).to_be_visible()
 
@@ -34,6 +38,8 @@ def test_sign_up_verify_log_in_see_the_chat_and_log_out(page: Page, live_app: st
     expect(page).to_have_url(re.compile(r"/accounts/login/|/$"))
 
     page.goto(live_app + "/")
+    expect(page.get_by_role("heading", level=1)).to_contain_text("A coach that remembers you")
+    page.get_by_role("main").get_by_role("link", name="Sign in").first.click()
     expect(page).to_have_url(re.compile(r"/accounts/login/"))
     page.get_by_label("Email:").fill("new@example.com")
     page.get_by_label("Password:").fill(PASSWORD)
@@ -43,7 +49,8 @@ def test_sign_up_verify_log_in_see_the_chat_and_log_out(page: Page, live_app: st
 
     page.get_by_role("button", name="Log out").click()
     page.goto(live_app + "/")
-    expect(page).to_have_url(re.compile(r"/accounts/login/"))
+    expect(page.get_by_role("heading", level=1)).to_contain_text("A coach that remembers you")
+    expect(page.get_by_role("navigation", name="Main")).not_to_contain_text("Memories")
 
 
 def test_pages_raise_no_content_security_policy_violations(page: Page, live_app: str) -> None:
@@ -53,7 +60,7 @@ def test_pages_raise_no_content_security_policy_violations(page: Page, live_app:
         lambda message: violations.append(message.text) if "Content Security Policy" in message.text else None,
     )
 
-    for path in ("/accounts/login/", "/accounts/signup/", "/accounts/password/reset/"):
+    for path in ("/", "/accounts/login/", "/accounts/signup/", "/accounts/password/reset/"):
         page.goto(live_app + path)
         page.wait_for_load_state("networkidle")
 

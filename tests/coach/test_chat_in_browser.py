@@ -65,7 +65,8 @@ def test_a_new_person_is_remembered_from_onboarding_to_a_new_session(
     send(page, "Hello again")
     expect(page.locator(".from-coach").last).not_to_have_class(re.compile("streaming"))
     prompt = ModelServer.system_prompt(model_server.chat_requests()[-1])
-    assert "bad left shoulder" in prompt
+    # Onboarding keeps what the person wrote, with its first letter as a sentence's.
+    assert '"summary": "Bad left shoulder"' in prompt
     assert len(model_server.chat_requests()[-1]["messages"]) == 2, "a new session starts without the old history"
 
 

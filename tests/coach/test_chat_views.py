@@ -201,7 +201,6 @@ def test_another_persons_session_is_a_404_everywhere(client: Client, user: User,
 @pytest.mark.parametrize(
     ("method", "path"),
     [
-        ("get", "/"),
         ("get", "/chat/1/"),
         ("post", "/chat/new"),
         ("post", "/chat/1/messages"),

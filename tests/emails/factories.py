@@ -22,12 +22,15 @@ def zone_at_local_hour(now: datetime, hour: int) -> str:
 
 
 def prefer(user: User, **fields: object) -> EmailPreference:
-    """The person's preferences, saved, with `fields` over the defaults; `time_zone` is
-    the person's own (on their account), set there."""
+    """The person's preferences, saved as they would choose them, with `fields` over the
+    defaults (a person who saves their preferences has chosen a frequency: weekly unless
+    `frequency` says otherwise); `time_zone` is the person's own (on their account), set there."""
     if "time_zone" in fields:
         user.time_zone = fields.pop("time_zone")
         User.objects.filter(pk=user.pk).update(time_zone=user.time_zone)
-    preference, _ = EmailPreference.objects.update_or_create(user=user, defaults=fields)
+    preference, _ = EmailPreference.objects.update_or_create(
+        user=user, defaults=fields, create_defaults={"frequency": EmailPreference.Frequency.WEEKLY, **fields}
+    )
     return preference
 
 

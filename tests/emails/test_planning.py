@@ -24,7 +24,8 @@ from tests.memory.factories import make_memory
 pytestmark = pytest.mark.django_db
 
 WINDOW = SendingWindow(9, 20)
-DEFAULTS = {"frequency": "weekly", "quiet_start": time(21, 0), "quiet_end": time(8, 0), "time_zone": "UTC"}
+# A person who saved no preferences has chosen no frequency: neither rule emails them.
+DEFAULTS = {"frequency": None, "quiet_start": time(21, 0), "quiet_end": time(8, 0), "time_zone": "UTC"}
 ZONES = [
     "UTC",
     "Europe/Helsinki",
@@ -218,12 +219,15 @@ def test_planning_costs_the_same_queries_for_3_and_for_30_people(django_assert_n
         assert nudges_plan(now=MONDAY_NOON + timedelta(days=7)) == 33
 
 
-def test_someone_who_never_saved_preferences_is_nudged_by_the_defaults() -> None:
+def test_someone_who_never_chose_a_frequency_is_not_nudged_until_they_choose() -> None:
     person = make_user("ada@example.com")
     chatted(person)
 
-    assert nudges_plan(now=MONDAY_NOON) == 1
+    assert nudges_plan(now=MONDAY_NOON) == 0
     assert not EmailPreference.objects.filter(user=person).exists()
+
+    prefer(person, frequency="weekly")
+    assert nudges_plan(now=MONDAY_NOON) == 1
 
 
 def test_nobody_is_nudged_who_unsubscribed_turned_emails_off_or_never_chatted() -> None:
