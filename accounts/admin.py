@@ -1,30 +1,87 @@
-"""People in the admin. Staff who are not superusers see and fix accounts, but cannot raise
+"""People in the admin, where support staff start: a person's page links to everything the
+app keeps about them. Staff who are not superusers see and fix accounts, but cannot raise
 anyone's rights, their own included, nor touch a superuser's account."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from allauth.account.models import EmailAddress
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
 from django.http import HttpRequest
+from django.utils.html import format_html_join
 
 from accounts.models import User
+from coach.models import ChatSession, Message
+from emails.models import Email, EmailPreference
+from infra.admin import SupportSearch, admin_link
+from memory.models import Memory, MemoryEvent, MemoryProposal, PrivateTextViewing
 
 RIGHTS = ["is_staff", "is_superuser", "groups", "user_permissions"]
 
+# allauth's addresses are shown on the person's page, not in an "Accounts" section of their
+# own beside the people (two sections of one name, for one thing).
+if admin.site.is_registered(EmailAddress):
+    admin.site.unregister(EmailAddress)
+
+
+class EmailAddressInline(admin.TabularInline):
+    model = EmailAddress
+    fields = ["email", "verified", "primary"]
+    extra = 0
+    verbose_name = "sign-in address"
+    verbose_name_plural = "sign-in addresses (verified ones can sign in)"
+
 
 @admin.register(User)
-class UserAdmin(DjangoUserAdmin):
+class UserAdmin(SupportSearch, DjangoUserAdmin):
     ordering = ["email"]
-    list_display = ["email", "name", "is_active", "is_staff", "date_joined"]
+    list_display = ["email", "pk", "name", "is_active", "memory_enabled", "is_staff", "date_joined"]
+    list_filter = ["is_active", "is_staff", "memory_enabled"]
     search_fields = ["email", "name"]
+    person_path = ""
+    inlines = [EmailAddressInline]
+    readonly_fields = ["everything_kept"]
     fieldsets = [
-        (None, {"fields": ["email", "password", "name"]}),
+        (None, {"fields": ["email", "password", "name", "time_zone", "memory_enabled"]}),
+        ("What the app keeps about this person", {"fields": ["everything_kept"]}),
         ("Permissions", {"fields": ["is_active", *RIGHTS]}),
-        ("Dates", {"fields": ["last_login", "date_joined"]}),
+        ("Dates", {"fields": ["last_login", "date_joined", "onboarded_at"]}),
     ]
     add_fieldsets = [(None, {"classes": ["wide"], "fields": ["email", "password1", "password2"]})]
+
+    @admin.display(description="records")
+    def everything_kept(self, person: User) -> str:
+        """One click from the person to each kind of row about them (each list filtered to them)."""
+        if person.pk is None:
+            return "-"
+        mine = {"user__id__exact": person.pk}
+        links = [
+            (Memory, "memories", Memory.objects.filter(user=person).count(), mine),
+            (MemoryEvent, "memory history", MemoryEvent.objects.filter(user=person).count(), mine),
+            (MemoryProposal, "suggested changes", MemoryProposal.objects.filter(user=person).count(), mine),
+            (ChatSession, "conversations", ChatSession.objects.filter(user=person).count(), mine),
+            (
+                Message,
+                "messages",
+                Message.objects.filter(session__user=person).count(),
+                {"session__user__id__exact": person.pk},
+            ),
+            (Email, "emails", Email.objects.filter(user=person).count(), mine),
+            (EmailPreference, "email preferences", EmailPreference.objects.filter(user=person).count(), mine),
+            (
+                PrivateTextViewing,
+                "staff readings of their private text",
+                PrivateTextViewing.objects.filter(person=person).count(),
+                {"person__id__exact": person.pk},
+            ),
+        ]
+        return format_html_join(
+            " · ",
+            "{}",
+            ((admin_link(model, f"{label} ({count})", **filters),) for model, label, count, filters in links),
+        )
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         fields = list(super().get_readonly_fields(request, obj))

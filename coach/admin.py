@@ -7,15 +7,16 @@ from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 
 from coach.models import ChatSession, Message
+from infra.admin import SupportSearch
 
 
 @admin.register(ChatSession)
-class ChatSessionAdmin(admin.ModelAdmin):
-    list_display = ["pk", "user", "created_at", "updated_at", "ended_at", "message_count"]
-    list_filter = ["ended_at"]
+class ChatSessionAdmin(SupportSearch, admin.ModelAdmin):
+    list_display = ["pk", "user", "created_at", "updated_at", "ended_at", "remembered", "message_count"]
+    list_filter = [("ended_at", admin.EmptyFieldListFilter), "remembered"]
     search_fields = ["user__email"]
     list_select_related = ["user"]
-    fields = ["user", "created_at", "updated_at", "ended_at"]
+    fields = ["user", "remembered", "created_at", "updated_at", "ended_at"]
     readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ChatSession]:
@@ -27,11 +28,12 @@ class ChatSessionAdmin(admin.ModelAdmin):
 
 
 @admin.register(Message)
-class MessageAdmin(admin.ModelAdmin):
+class MessageAdmin(SupportSearch, admin.ModelAdmin):
     # What people wrote stays out of the admin: who, when and how it went, not the words.
     list_display = ["pk", "session", "session_user", "role", "status", "created_at"]
     list_filter = ["role", "status"]
     search_fields = ["session__user__email"]
+    person_path = "session__user"
     list_select_related = ["session__user"]
     fields = ["session", "role", "status", "error", "created_at"]
     readonly_fields = fields

@@ -55,8 +55,12 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[:
 if not ALLOWED_HOSTS:
     raise ImproperlyConfigured("ALLOWED_HOSTS is not set: list the host names this app answers to, comma-separated.")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", default=[])
-# The public address of the app, for links in emails (verification, unsubscribe).
-SITE_URL = env_str("SITE_URL", "http://localhost:8000" if DEBUG else "").rstrip("/")
+# The public address of the app, for links in emails (verification, unsubscribe). In
+# development it follows the address the run command serves on (HOST and PORT).
+dev_host = env_str("HOST", "localhost")
+# A loopback or every-interface address is reached from this machine as localhost.
+dev_host = "localhost" if dev_host in {"", "127.0.0.1", "::", "0.0.0.0"} else dev_host  # noqa: S104
+SITE_URL = env_str("SITE_URL", f"http://{dev_host}:{env_int('PORT', default=8000)}" if DEBUG else "").rstrip("/")
 if not SITE_URL:
     raise ImproperlyConfigured("SITE_URL is not set: the https address users reach the app at, for links in emails.")
 # The product's name as account emails give it: their subject, header and signature
@@ -223,6 +227,14 @@ ACCOUNT_RATE_LIMITS = {
 # Mail: SMTP where EMAIL_HOST is set; in development without it, mail prints to the console.
 # Lower case: an EMAIL_HOST setting beside MAILERS is refused by Django 6.1.
 email_host = env_str("EMAIL_HOST")
+# A development mail catcher has no TLS; production must say which it wants, because a
+# default either way is wrong somewhere (an internet relay needs STARTTLS, a sidecar has none).
+if not DEBUG and email_host and not env_str("EMAIL_USE_TLS"):
+    raise ImproperlyConfigured(
+        "EMAIL_USE_TLS is not set: say true for a mail server reached over the internet (STARTTLS), "
+        "false only for one on a private network."
+    )
+email_use_tls = env_bool("EMAIL_USE_TLS", default=not DEBUG)
 if email_host:
     MAILERS = {
         "default": {
@@ -232,7 +244,7 @@ if email_host:
                 "port": env_int("EMAIL_PORT", default=587),
                 "username": env_str("EMAIL_HOST_USER") or None,
                 "password": env_str("EMAIL_HOST_PASSWORD") or None,
-                "use_tls": env_bool("EMAIL_USE_TLS", default=True),
+                "use_tls": email_use_tls,
                 "timeout": env_int("EMAIL_TIMEOUT_SECONDS", default=10),
             },
         }

@@ -7,9 +7,10 @@ Writes development secrets to `.env` the first time, starts PostgreSQL and Redis
 their URLs are unset (data kept in `.data/`), migrates, then runs the web app (uvicorn,
 ASGI), a Celery worker, Celery beat and, without OPENAI_API_KEY, the offline coach.
 Ctrl-C stops every process it started, gently: the web process finishes and saves the
-replies it is writing, the worker finishes its tasks (or hands them back). If the local
-PostgreSQL or Redis dies it is started again, with a growing pause between tries; if
-one of the app's own processes dies, the rest are stopped too.
+replies it is writing, the worker finishes its tasks (or hands them back). Anything else
+that dies (the worker, beat, the offline coach, the web app once it has answered, the
+local PostgreSQL or Redis) is started again, alone, with a growing pause between tries;
+only Ctrl-C, or a web app that never starts, stops everything.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import fcntl
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -41,8 +43,10 @@ ENV_FILE = BASE_DIR / ".env"
 READERS_GRACE_SECONDS = 5
 # Beyond those, what a stopping process gets before it is killed.
 STOP_MARGIN_SECONDS = 15.0
-# Between tries to bring back a local service that died: doubling, up to the last.
+# Between tries to bring back a process or local service that died: doubling, up to the last.
 RESTART_PAUSES_SECONDS = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
+# A process that has run this long since its last start is well again: its pauses start over.
+STABLE_AFTER_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -76,8 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.manage is not None:
         lock = None
         if app_is_running(data_dir) and running_env.exists():
-            # Beside a running app: use its PostgreSQL and Redis rather than start others.
-            load_env_file(running_env)
+            # Beside a running app: exactly its settings (its PostgreSQL and Redis, its mail
+            # server, its model), whatever this shell or .env says.
+            load_env_file(running_env, override=True)
     else:
         try:
             lock = hold_run_lock(data_dir / "run.lock")
@@ -95,7 +100,10 @@ def main(argv: list[str] | None = None) -> int:
     for service in services:
         say(f"started a local {service.name} (data in {data_dir / service.name})")
     if lock is not None:
-        running_env.write_text(f"DATABASE_URL={os.environ['DATABASE_URL']}\nREDIS_URL={os.environ['REDIS_URL']}\n")
+        # What the app's processes read: SITE_URL follows them in development.
+        os.environ["HOST"], os.environ["PORT"] = args.host, str(args.port)
+        running_env.write_text(settings_environment())
+        running_env.chmod(0o600)
 
     try:
         if problem := preflight():
@@ -168,8 +176,8 @@ def app_processes(host: str, port: int, data_dir: Path) -> list[ProcessSpec]:
 
 
 def supervise(specs: list[ProcessSpec], *, url: str, services: Sequence[LocalService] = ()) -> int:
-    """Start every process, relay their output, bring back a local service that dies, and
-    stop them all when one of them ends or on Ctrl-C."""
+    """Start every process, relay their output, bring back whatever dies, and stop them all
+    on Ctrl-C, or when the web app exits before it ever answered (it cannot start)."""
     stopping = threading.Event()
 
     def request_stop(signum: int, frame: object) -> None:
@@ -179,19 +187,9 @@ def supervise(specs: list[ProcessSpec], *, url: str, services: Sequence[LocalSer
     signal.signal(signal.SIGTERM, request_stop)
 
     width = max(len(spec.name) for spec in specs)
-    running: dict[str, subprocess.Popen[bytes]] = {}
-    for spec in specs:
-        process = subprocess.Popen(
-            spec.argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            # Own session: Ctrl-C reaches only the supervisor, which stops children in order.
-            start_new_session=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        running[spec.name] = process
-        threading.Thread(target=relay, args=(spec.name.ljust(width), process), daemon=True).start()
+    children = {spec.name: _Child(spec, label=spec.name.ljust(width)) for spec in specs}
+    for child in children.values():
+        child.start()
 
     keeper = _ServiceKeeper(services)
     announced = False
@@ -201,18 +199,64 @@ def supervise(specs: list[ProcessSpec], *, url: str, services: Sequence[LocalSer
             say(f"the app is running at {url}  (Ctrl-C stops everything)")
             announced = True
         keeper.check()
-        for name, process in running.items():
-            if process.poll() is not None:
-                say(f"{name} exited with code {process.returncode}; stopping the others")
+        for name, child in children.items():
+            if name == "web" and not announced and child.exited():
+                say(f"web exited with code {child.process.returncode} before it answered; stopping the others")
                 exit_code = 1
                 stopping.set()
                 break
+            child.keep_up()
         stopping.wait(0.2)
 
     say("stopping (replies being written are finished first)...")
-    stop_gently(running)
+    stop_gently({name: child.process for name, child in children.items()})
     say("stopped")
     return exit_code
+
+
+class _Child:
+    """One of the app's processes, started again (alone) when it dies, after a pause that
+    grows while it keeps dying and starts over once it has run well for a while."""
+
+    def __init__(self, spec: ProcessSpec, *, label: str) -> None:
+        self.spec = spec
+        self.label = label
+        self.process: subprocess.Popen[bytes]
+        self._failures = 0
+        self._started_at = 0.0
+        self._restart_at: float | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            self.spec.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            # Own session: Ctrl-C reaches only the supervisor, which stops children in order.
+            start_new_session=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        self._started_at = time.monotonic()
+        threading.Thread(target=relay, args=(self.label, self.process), daemon=True).start()
+
+    def exited(self) -> bool:
+        return self.process.poll() is not None
+
+    def keep_up(self) -> None:
+        now = time.monotonic()
+        if not self.exited():
+            if self._failures and now - self._started_at > STABLE_AFTER_SECONDS:
+                self._failures = 0
+            return
+        if self._restart_at is None:
+            pause = RESTART_PAUSES_SECONDS[min(self._failures, len(RESTART_PAUSES_SECONDS) - 1)]
+            self._failures += 1
+            self._restart_at = now + pause
+            say(f"{self.spec.name} exited with code {self.process.returncode}; starting it again in {pause:g} s")
+        elif now >= self._restart_at:
+            self._restart_at = None
+            self.start()
+            say(f"{self.spec.name} started again (pid {self.process.pid})")
 
 
 def stop_gently(running: dict[str, subprocess.Popen[bytes]]) -> None:
@@ -333,14 +377,25 @@ def ensure_env_file(path: Path) -> bool:
     return True
 
 
-def load_env_file(path: Path) -> None:
-    """KEY=VALUE lines into os.environ; variables already in the environment win."""
+def settings_environment() -> str:
+    """Every setting of the app (the variables .env.example documents) as this process
+    has it, as KEY=VALUE lines: what a command run beside the app needs to act as it does."""
+    documented = re.findall(r"^#?\s*([A-Z][A-Z0-9_]*)=", (BASE_DIR / ".env.example").read_text(), re.MULTILINE)
+    return "".join(f"{name}={os.environ[name]}\n" for name in dict.fromkeys(documented) if name in os.environ)
+
+
+def load_env_file(path: Path, *, override: bool = False) -> None:
+    """KEY=VALUE lines into os.environ; variables already in the environment win, unless
+    `override`."""
     for raw in path.read_text().splitlines():
         line = raw.strip()
         if not line or line.startswith("#") or "=" not in line:
             continue
         key, value = line.split("=", 1)
-        os.environ.setdefault(key.strip(), value.strip().strip("'\""))
+        if override:
+            os.environ[key.strip()] = value.strip().strip("'\"")
+        else:
+            os.environ.setdefault(key.strip(), value.strip().strip("'\""))
 
 
 def say(message: str) -> None:

@@ -6,16 +6,18 @@ from __future__ import annotations
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils.text import Truncator
 
-from emails.models import Email, EmailPreference
-from infra.admin import ReadOnlyAdmin
+from emails.models import Email, EmailPreference, OutgoingMail
+from infra.admin import ReadOnlyAdmin, SupportSearch
 from memory.admin_privacy import PrivateTextAdmin
 
 
 @admin.register(Email)
-class EmailAdmin(ReadOnlyAdmin, PrivateTextAdmin):
+class EmailAdmin(SupportSearch, ReadOnlyAdmin, PrivateTextAdmin):
     # The list never shows what an email said: its text is the person's, opened one at a time.
-    list_display = ["user", "kind", "period_key", "status", "attempts", "created_at", "sent_at"]
+    # Why one failed, and when the next try is, read at a glance.
+    list_display = ["user", "kind", "period_key", "status", "attempts", "next_try", "why", "created_at", "sent_at"]
     list_filter = ["status", "kind"]
     search_fields = ["user__email"]
     list_select_related = ["user"]
@@ -45,9 +47,19 @@ class EmailAdmin(ReadOnlyAdmin, PrivateTextAdmin):
         # The list decrypts nothing and loads no vectors.
         return super().get_queryset(request).defer("embedding", "subject", "body_text", "body_html")
 
+    @admin.display(description="next try", ordering="send_after")
+    def next_try(self, email: Email) -> str:
+        if email.status != Email.Status.QUEUED or email.send_after is None:
+            return "-"
+        return email.send_after.strftime("%Y-%m-%d %H:%M UTC")
+
+    @admin.display(description="why it failed or waits")
+    def why(self, email: Email) -> str:
+        return Truncator(email.error).chars(90) if email.error else "-"
+
 
 @admin.register(EmailPreference)
-class EmailPreferenceAdmin(ReadOnlyAdmin):
+class EmailPreferenceAdmin(SupportSearch, ReadOnlyAdmin):
     list_display = [
         "user",
         "frequency",
@@ -59,3 +71,20 @@ class EmailPreferenceAdmin(ReadOnlyAdmin):
     list_filter = ["frequency", "session_summaries", ("unsubscribed_at", admin.EmptyFieldListFilter)]
     search_fields = ["user__email"]
     list_select_related = ["user"]
+
+
+@admin.register(OutgoingMail)
+class OutgoingMailAdmin(ReadOnlyAdmin):
+    # Account mail waiting to go (a confirmation, a reset): whether it is stuck and why. Not
+    # to whom or what: it holds links that sign a person in.
+    list_display = ["pk", "status", "attempts", "next_attempt_at", "why", "created_at"]
+    list_filter = ["status"]
+    fields = ["status", "attempts", "error", "created_at", "next_attempt_at"]
+    readonly_fields = fields
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[OutgoingMail]:
+        return super().get_queryset(request).defer("to", "subject", "body_text", "body_html")
+
+    @admin.display(description="why it failed or waits")
+    def why(self, mail: OutgoingMail) -> str:
+        return Truncator(mail.error).chars(90) if mail.error else "-"

@@ -3,6 +3,8 @@ from django.apps import AppConfig
 
 class EmailsConfig(AppConfig):
     name = "emails"
+    # The admin's section title, in the words support staff use.
+    verbose_name = "Emails"
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:

@@ -15,13 +15,19 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.template.loader import render_to_string
 from django.utils.text import Truncator
 
-from emails.models import Email, opening_line
-from emails.selectors import email_closest_recent, emails_recently_sent, sent_emails_for_prompt
+from emails.models import Email, EmailPreference, opening_line
+from emails.selectors import (
+    email_closest_recent,
+    email_preference_for_user,
+    emails_recently_sent,
+    sent_emails_for_prompt,
+)
 from emails.unsubscribe import preferences_url, unsubscribe_url
 from infra import llm
 from infra.llm import Embedding
@@ -29,6 +35,10 @@ from infra.prompts import prompt
 from memory.context import assemble_memory_context
 
 SUBJECT_MAX_CHARS = 120
+HOW_OFTEN = {
+    EmailPreference.Frequency.WEEKLY: "about once a week between sessions",
+    EmailPreference.Frequency.TWICE_WEEKLY: "about twice a week between sessions",
+}
 SUBJECT_LINE = re.compile(r"^[\s*#_]*subject\s*:[\s*_]*(?P<subject>.*?)[\s*_]*$", re.IGNORECASE)
 # Used when the model forgets the `Subject:` line; the body is still its own.
 FALLBACK_SUBJECTS = {
@@ -129,14 +139,26 @@ def parse_draft(text: str, *, kind: str) -> Draft:
     return Draft(subject=Truncator(" ".join(subject.split())).chars(SUBJECT_MAX_CHARS), body=body)
 
 
+def why_this_email(*, kind: str, frequency: str | None) -> str:
+    """The footer's first line: why this person gets this email, and how often."""
+    if kind == Email.Kind.SESSION_SUMMARY:
+        return "You get this because you asked for a short recap after each session."
+    how_often = HOW_OFTEN.get(frequency or "", "between sessions")
+    return f"You get this because you asked your coach to write to you {how_often}."
+
+
 def render_email(*, email: Email, draft: Draft, embedding: Embedding) -> WrittenEmail:
     """The draft as plain text and as HTML (escaped, in paragraphs), each with the footer
     that says why it came and unsubscribes in one click."""
+    preference = email_preference_for_user(user=email.user)
     context = {
         "subject": draft.subject,
         "body": draft.body,
         "paragraphs": [part.strip() for part in re.split(r"\n\s*\n", draft.body) if part.strip()],
+        "why": why_this_email(kind=email.kind, frequency=preference.frequency),
+        "site_name": settings.SITE_NAME,
         "site_url": settings.SITE_URL,
+        "site_domain": urlsplit(settings.SITE_URL).netloc,
         "preferences_url": preferences_url(),
         "unsubscribe_url": unsubscribe_url(email.user_id),
     }

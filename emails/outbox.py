@@ -17,6 +17,7 @@ from django.core.mail import EmailMessage, EmailMultiAlternatives
 from django.db import transaction
 from django.utils import timezone
 
+from emails.message import UnfoldedEmail
 from emails.models import OutgoingMail
 from emails.sending import MAILER, describe_smtp_failure, is_temporary_smtp_failure
 from infra.encryption import lookup_digest
@@ -82,9 +83,7 @@ def _take_due(now: datetime) -> list[OutgoingMail]:
 
 
 def _send(mail: OutgoingMail, *, now: datetime) -> int:
-    message = EmailMultiAlternatives(
-        subject=mail.subject, body=mail.body_text, from_email=mail.from_email, to=[mail.to]
-    )
+    message = UnfoldedEmail(subject=mail.subject, body=mail.body_text, from_email=mail.from_email, to=[mail.to])
     if mail.body_html:
         message.attach_alternative(mail.body_html, "text/html")
     try:

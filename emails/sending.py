@@ -8,17 +8,20 @@ from __future__ import annotations
 
 import logging
 import smtplib
+import ssl
 from datetime import datetime, timedelta
+from email.utils import formataddr
 from enum import StrEnum
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.core.mail import EmailMultiAlternatives, make_msgid
+from django.core.mail import make_msgid
 from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
 from emails.drafting import RepetitiveDraft, draft_email
+from emails.message import UnfoldedEmail
 from emails.models import Email, EmailPreference
 from emails.planning import lease_from, sending_window
 from emails.schedule import may_email_at, next_sending_time
@@ -92,6 +95,7 @@ def email_send(*, email_id: int, now: datetime | None = None) -> SendOutcome:
         if is_temporary_smtp_failure(error):
             _release(email, now=now, error=reason, claimed=True)
             raise EmailTemporaryFailure(reason) from error
+        logger.error("email %s could not be sent, and will not be: %s", email.pk, reason)
         _finish(email, Status.SENDING, Status.FAILED, reason)
         return SendOutcome.FAILED
     except ValueError as error:
@@ -118,6 +122,10 @@ def is_temporary_smtp_failure(error: Exception) -> bool:
         return 400 <= error.smtp_code < 500
     if isinstance(error, smtplib.SMTPServerDisconnected):
         return True
+    if isinstance(error, ssl.SSLError):
+        # A handshake that failed (a plain port, a certificate for another name) fails
+        # the same way next time: it is the configuration, not the network.
+        return False
     # smtplib's other errors (no STARTTLS, say) are about this server's configuration;
     # what remains is the network: refused, reset, timed out.
     return not isinstance(error, smtplib.SMTPException) and isinstance(error, OSError)
@@ -129,7 +137,22 @@ def describe_smtp_failure(error: Exception) -> str:
         return f"SMTP refused the recipient: {refusals}"
     if isinstance(error, smtplib.SMTPResponseException):
         return f"SMTP {error.smtp_code}: {_text(error.smtp_error)}"
+    if isinstance(error, smtplib.SMTPNotSupportedError) and "STARTTLS" in str(error):
+        return (
+            f"the mail server at {_mail_server()} does not offer TLS, and EMAIL_USE_TLS is true: "
+            "set EMAIL_USE_TLS=false for a server without TLS (a local mail catcher), or use one that has it"
+        )
+    if isinstance(error, ssl.SSLError):
+        return (
+            f"TLS with the mail server at {_mail_server()} failed ({error.reason or error}): "
+            "check EMAIL_PORT (587 for STARTTLS) and that the server's certificate is for EMAIL_HOST"
+        )
     return f"{type(error).__name__}: {error}"
+
+
+def _mail_server() -> str:
+    options = settings.MAILERS.get("default", {}).get("OPTIONS", {})
+    return f"{options.get('host', '?')}:{options.get('port', '?')}"
 
 
 def _claimable(email: Email, now: datetime) -> bool:
@@ -223,10 +246,11 @@ def _claim(email: Email, *, message_id: str, now: datetime) -> bool:
 
 def _deliver(email: Email, *, message_id: str) -> None:
     link = unsubscribe_url(email.user_id)
-    message = EmailMultiAlternatives(
+    message = UnfoldedEmail(
         subject=email.subject or "",
         body=email.body_text or "",
-        to=[email.user.email],
+        # Their name where they gave one: mail clients show it, and it reads as written to them.
+        to=[formataddr((email.user.name, email.user.email)) if email.user.name else email.user.email],
         headers={
             "Message-ID": message_id,
             # RFC 8058: mail clients show an unsubscribe button that POSTs here, no cookies.

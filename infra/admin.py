@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import admin
+from django.db.models import Q
 from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -20,3 +24,36 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+class SupportSearch(admin.ModelAdmin):
+    """A search box that finds what a support request names: a person's address (in
+    `search_fields`), or a number, which is a row's id or the id of the person it is about."""
+
+    # The path from a row to the person it is about ("user", "session__user", ...); empty
+    # on the people themselves.
+    person_path = "user"
+    # Other ids a number may be (a memory's id in its history, say).
+    other_ids: tuple[str, ...] = ()
+
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest | None = None) -> bool:
+        # The person's page links to this list filtered to them (their id, nothing else).
+        if self.person_path and lookup == f"{self.person_path}__id__exact":
+            return True
+        return super().lookup_allowed(lookup, value, request)
+
+    def get_search_results(self, request: HttpRequest, queryset: Any, search_term: str) -> tuple[Any, bool]:
+        term = search_term.strip().removeprefix("#")
+        if term.isdigit():
+            number = int(term)
+            found = Q(pk=number)
+            for path in ([f"{self.person_path}__id"] if self.person_path else []) + list(self.other_ids):
+                found |= Q(**{path: number})
+            return queryset.filter(found), False
+        return super().get_search_results(request, queryset, search_term)
+
+
+def admin_link(model: type, text: str, **filters: Any) -> str:
+    """A link to `model`'s admin list, filtered (e.g. user__id__exact=7)."""
+    url = reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
+    return format_html('<a href="{}?{}">{}</a>', url, urlencode(filters), text)

@@ -10,7 +10,7 @@ from django.contrib.admin.utils import unquote
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
-from infra.admin import ReadOnlyAdmin
+from infra.admin import ReadOnlyAdmin, SupportSearch
 from infra.llm import Embedding, LLMError
 from memory.admin_privacy import PrivateTextAdmin
 from memory.drafts import MemoryDraft
@@ -34,11 +34,30 @@ class ProtectedFilter(admin.SimpleListFilter):
         return queryset
 
 
+class WrittenByFilter(admin.SimpleListFilter):
+    # Source's own labels speak to the person ("you", "your coach"); staff read these.
+    title = "written by"
+    parameter_name = "source"
+    WORDING = {
+        Source.USER: "the person",
+        Source.ONBOARDING: "the person, at onboarding",
+        Source.MANUAL: "the person (edited or kept)",
+        Source.COACH: "the coach",
+        Source.ADMIN: "support staff",
+    }
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return list(self.WORDING.items())
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Memory]) -> QuerySet[Memory]:
+        return queryset.filter(source=self.value()) if self.value() in self.WORDING else queryset
+
+
 @admin.register(Memory)
-class MemoryAdmin(PrivateTextAdmin):
+class MemoryAdmin(SupportSearch, PrivateTextAdmin):
     # No key and no text in the lists: keys say as much as the notes (DESIGN.md section 8).
-    list_display = ["pk", "user", "tier", "category", "source", "protected", "updated_at"]
-    list_filter = ["tier", "category", "source", ProtectedFilter]
+    list_display = ["pk", "user", "tier", "category", "written_by", "protected", "updated_at"]
+    list_filter = ["tier", "category", WrittenByFilter, ProtectedFilter]
     search_fields = ["user__email"]
     list_select_related = ["user"]
     raw_id_fields = ["user"]
@@ -48,6 +67,10 @@ class MemoryAdmin(PrivateTextAdmin):
     @admin.display(boolean=True)
     def protected(self, memory: Memory) -> bool:
         return memory.is_protected
+
+    @admin.display(description="written by", ordering="source")
+    def written_by(self, memory: Memory) -> str:
+        return WrittenByFilter.WORDING.get(memory.source, memory.source)
 
     def get_fields(self, request: HttpRequest, obj: Memory | None = None) -> list[str]:
         # What staff write is never the person's: its source is shown, never chosen.
@@ -118,21 +141,23 @@ class MemoryAdmin(PrivateTextAdmin):
 
 
 @admin.register(MemoryEvent)
-class MemoryEventAdmin(ReadOnlyAdmin, PrivateTextAdmin):
+class MemoryEventAdmin(SupportSearch, ReadOnlyAdmin, PrivateTextAdmin):
     # Append-only: history is read here, never written.
     list_display = ["created_at", "user", "memory_id", "actor", "action"]
     list_filter = ["action", "actor"]
-    search_fields = ["user__email", "=memory_id"]
+    search_fields = ["user__email"]
+    other_ids = ("memory_id",)
     list_select_related = ["user"]
     fields = ["user", "memory_id", "key", "actor", "action", "reason", "before", "after", "created_at"]
     private_fields = ("key", "reason", "before", "after")
 
 
 @admin.register(MemoryProposal)
-class MemoryProposalAdmin(PrivateTextAdmin):
+class MemoryProposalAdmin(SupportSearch, PrivateTextAdmin):
     list_display = ["created_at", "user", "memory", "kind", "status", "decided_at"]
     list_filter = ["status", "kind"]
-    search_fields = ["user__email", "=memory__id"]
+    search_fields = ["user__email"]
+    other_ids = ("memory__id",)
     list_select_related = ["user", "memory"]
     fields = ["user", "memory", "kind", "proposed", "reason", "base_version", "status", "decided_at"]
     readonly_fields = fields
@@ -143,8 +168,9 @@ class MemoryProposalAdmin(PrivateTextAdmin):
 
 
 @admin.register(PrivateTextViewing)
-class PrivateTextViewingAdmin(ReadOnlyAdmin):
+class PrivateTextViewingAdmin(SupportSearch, ReadOnlyAdmin):
     # The audit itself: who opened whose private text, when and why (never the text).
     list_display = ["viewed_at", "viewer_email", "person", "what", "reason"]
     search_fields = ["viewer_email", "person__email"]
+    person_path = "person"
     list_select_related = ["person"]

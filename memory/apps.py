@@ -8,6 +8,8 @@ from django.core import checks
 
 class MemoryConfig(AppConfig):
     name = "memory"
+    # The admin's section title, in the words support staff use.
+    verbose_name = "Memories"
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:

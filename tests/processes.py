@@ -29,6 +29,7 @@ PRODUCTION = {
     "ALLOWED_HOSTS": "coach.example.com",
     "SITE_URL": "https://coach.example.com",
     "EMAIL_HOST": "smtp.example.com",
+    "EMAIL_USE_TLS": "true",
 }
 
 

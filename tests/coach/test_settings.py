@@ -39,7 +39,7 @@ def test_production_refuses_to_start_without_a_secret(secret: str) -> None:
     assert f"{secret} is not set" in result.stderr
 
 
-@pytest.mark.parametrize("variable", ["ALLOWED_HOSTS", "SITE_URL", "EMAIL_HOST"])
+@pytest.mark.parametrize("variable", ["ALLOWED_HOSTS", "SITE_URL", "EMAIL_HOST", "EMAIL_USE_TLS"])
 def test_production_refuses_to_start_without_what_it_cannot_guess(variable: str) -> None:
     result = run_django(["manage.py", "check"], **{variable: None})
 
@@ -90,3 +90,24 @@ def test_a_sync_database_call_from_async_code_fails_the_test(db: None) -> None:
 
     with pytest.raises(SynchronousOnlyOperation):
         asyncio.run(forgetful())
+
+
+def test_in_development_the_links_in_emails_follow_the_port_the_app_runs_on() -> None:
+    script = (
+        "import django; django.setup(); from django.conf import settings;"
+        "from emails.unsubscribe import unsubscribe_url; print(unsubscribe_url(7))"
+    )
+    result = run_django(["-c", script], DJANGO_DEBUG="true", SITE_URL=None, PORT="8123", HOST="0.0.0.0")  # noqa: S104
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("http://localhost:8123/emails/unsubscribe/")
+
+
+def test_in_development_mail_goes_without_tls_unless_asked() -> None:
+    script = "import django; django.setup(); from django.conf import settings; print(settings.MAILERS)"
+
+    plain = run_django(["-c", script], DJANGO_DEBUG="true", EMAIL_HOST="127.0.0.1", EMAIL_USE_TLS=None)
+    asked = run_django(["-c", script], DJANGO_DEBUG="true", EMAIL_HOST="127.0.0.1", EMAIL_USE_TLS="true")
+
+    assert "'use_tls': False" in plain.stdout, plain.stderr
+    assert "'use_tls': True" in asked.stdout, asked.stderr

@@ -194,7 +194,7 @@ def test_a_local_redis_or_postgres_killed_under_the_app_is_brought_back_and_the_
 def server_pid(data_dir: Path) -> int:
     """The local valkey-server of the app running from `data_dir` (found by the port in
     the URL the run command wrote down; the server renames itself after that address)."""
-    urls = dict(line.split("=", 1) for line in (data_dir / "running.env").read_text().split())
+    urls = dict(line.split("=", 1) for line in (data_dir / "running.env").read_text().splitlines())
     address = urls["REDIS_URL"].removeprefix("redis://").split("/")[0].encode()
     for entry in Path("/proc").iterdir():
         try:
@@ -218,12 +218,33 @@ def get_status(url: str) -> int:
         return response.status
 
 
+def app_on_the_test_services(
+    tmp_path: Path, port: int, model_server: ModelServer, smtp_sink: SmtpSink
+) -> subprocess.Popen[str]:
+    """The run command against the test's own database, Redis, model server and SMTP sink,
+    so a test can read what the app's processes did."""
+    from tests.coach.test_resumable_turn import app_env
+
+    env = {
+        **app_env(model_server),
+        "REDIS_URL": os.environ["REDIS_URL"],
+        "EMAIL_HOST": "127.0.0.1",
+        "EMAIL_PORT": str(smtp_sink.port),
+        "EMAIL_USE_TLS": "false",
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "coach.supervisor", "--port", str(port), "--data-dir", str(tmp_path / "data"),
+         "--env-file", str(tmp_path / ".env")],
+        cwd=REPO, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
 @pytest.mark.django_db(transaction=True)
 def test_ctrl_c_lets_the_reply_being_written_and_the_email_being_sent_finish_once(
     tmp_path: Path, user: User, client: Client, model_server: ModelServer, smtp_sink: SmtpSink
 ) -> None:
     from coach.celery import app as celery_app
-    from tests.coach.test_resumable_turn import LONG_REPLY, app_env, post_message, status_of
+    from tests.coach.test_resumable_turn import LONG_REPLY, post_message, status_of
 
     client.force_login(user)
     cookie = session_cookie(client)
@@ -232,18 +253,7 @@ def test_ctrl_c_lets_the_reply_being_written_and_the_email_being_sent_finish_onc
     email = make_email(user, subject="A note from your coach", body="How is the week going?")
     celery_app.control.purge()
     port = free_port()
-    env = {
-        **app_env(model_server),
-        "REDIS_URL": os.environ["REDIS_URL"],
-        "EMAIL_HOST": "127.0.0.1",
-        "EMAIL_PORT": str(smtp_sink.port),
-        "EMAIL_USE_TLS": "false",
-    }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "coach.supervisor", "--port", str(port), "--data-dir", str(tmp_path / "data"),
-         "--env-file", str(tmp_path / ".env")],
-        cwd=REPO, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    process = app_on_the_test_services(tmp_path, port, model_server, smtp_sink)
     try:
         read_until(process, "the app is running at")
         model_server.queue_text(LONG_REPLY, chunk_delay_seconds=0.1)
@@ -261,3 +271,71 @@ def test_ctrl_c_lets_the_reply_being_written_and_the_email_being_sent_finish_onc
     assert list(Message.objects.filter(reply_to=message).values_list("status", "content")) == [("complete", LONG_REPLY)]
     assert Email.objects.get(pk=email.pk).status == "sent"
     assert [sent["Subject"] for sent in smtp_sink.messages] == ["A note from your coach"]
+
+
+def pid_of(supervisor_pid: int, role: str) -> int:
+    """The supervisor's child running `role` (web's uvicorn, Celery's worker or beat)."""
+    marks = {"web": b"uvicorn", "worker": b"worker", "beat": b"beat"}
+    for pid in child_pids(supervisor_pid):
+        if marks[role] in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"):
+            return pid
+    raise AssertionError(f"no {role} process under the supervisor")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_killed_worker_is_started_again_alone_and_the_next_task_is_done(
+    tmp_path: Path, user: User, model_server: ModelServer, smtp_sink: SmtpSink
+) -> None:
+    from coach.celery import app as celery_app
+
+    reachable_now(user)
+    email = make_email(user, subject="After the restart", body="How is the week going?")
+    celery_app.control.purge()
+    port = free_port()
+    process = app_on_the_test_services(tmp_path, port, model_server, smtp_sink)
+    try:
+        read_until(process, "the app is running at")
+        web, beat, worker = (pid_of(process.pid, role) for role in ("web", "beat", "worker"))
+
+        os.killpg(worker, signal.SIGKILL)
+        log = read_until(process, "worker started again", timeout=30)
+        send_email.delay(email.pk)
+        deadline = time.monotonic() + 60
+        while not smtp_sink.messages and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+        assert any("worker exited with code -9; starting it again in 0.5 s" in line for line in log), "".join(log)
+        assert pid_of(process.pid, "worker") != worker
+        assert (pid_of(process.pid, "web"), pid_of(process.pid, "beat")) == (web, beat)
+        assert get_json(f"http://127.0.0.1:{port}/healthz")[0] == 200
+        assert [sent["Subject"] for sent in smtp_sink.messages] == ["After the restart"]
+        assert process.poll() is None
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=120)
+    assert process.returncode == 0
+
+
+def test_a_command_beside_the_running_app_gets_exactly_its_settings(tmp_path: Path) -> None:
+    port = free_port()
+    app = supervisor(tmp_path, port, EMAIL_HOST="mail.app.example", EMAIL_PORT="2525")
+    try:
+        read_until(app, "the app is running at")
+        printed = supervisor(
+            tmp_path,
+            port,
+            "--manage",
+            "shell",
+            "-c",
+            "from django.conf import settings; mail = settings.MAILERS['default']['OPTIONS'];"
+            "print(mail['host'], mail['port'], settings.SITE_URL)",
+            EMAIL_HOST="elsewhere.example",
+        )
+        stdout, stderr = printed.communicate(timeout=120)
+    finally:
+        app.send_signal(signal.SIGINT)
+        app.wait(timeout=90)
+
+    assert printed.returncode == 0, stderr
+    assert stdout.split()[-3:] == ["mail.app.example", "2525", f"http://localhost:{port}"]
+    assert not (tmp_path / "data" / "running.env").exists()

@@ -32,6 +32,7 @@ class SmtpSink:
         self.held = threading.Event()
         self._stopped = True
         self._accepted: list[EmailMessage] = []
+        self._raw: list[bytes] = []
         self._answers: deque[str] = deque()
         self._attempts = 0
         self._condition = threading.Condition()
@@ -84,6 +85,12 @@ class SmtpSink:
             return list(self._accepted)
 
     @property
+    def raw(self) -> list[bytes]:
+        """The accepted messages exactly as the server received them, byte for byte."""
+        with self._condition:
+            return list(self._raw)
+
+    @property
     def attempts(self) -> int:
         """Messages offered to the server, whatever it answered."""
         with self._condition:
@@ -120,5 +127,6 @@ class SmtpSink:
             assert isinstance(message, EmailMessage)
             with self._condition:
                 self._accepted.append(message)
+                self._raw.append(envelope.content)
                 self._condition.notify_all()
         return answer

@@ -7,9 +7,11 @@ from __future__ import annotations
 import smtplib
 from datetime import UTC, datetime, time, timedelta
 from email.message import EmailMessage
+from urllib.parse import urlsplit
 
 import pytest
 from django.core import mail
+from django.test import Client
 from django.utils import timezone
 
 import emails.sending
@@ -359,6 +361,25 @@ def test_a_permanent_failure_is_marked_failed_at_once(
     assert email.status == "failed" and email.error == "SMTP 550: 5.1.1 No such user here"
 
 
+def test_tls_asked_of_a_server_without_it_fails_once_and_says_so_in_words(
+    user: User, model_server: ModelServer, smtp_sink: SmtpSink, settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings.MAILERS = {"default": {**smtp_sink.mailer, "OPTIONS": {**smtp_sink.mailer["OPTIONS"], "use_tls": True}}}
+    reachable_now(user)
+    email = planned(user)
+    model_server.queue_text(DRAFT)
+
+    with caplog.at_level("ERROR", logger="emails.sending"):
+        assert email_send(email_id=email.pk) == SendOutcome.FAILED
+
+    email.refresh_from_db()
+    said = f"the mail server at 127.0.0.1:{smtp_sink.port} does not offer TLS, and EMAIL_USE_TLS is true"
+    assert email.status == "failed" and email.error.startswith(said)
+    assert "set EMAIL_USE_TLS=false" in email.error
+    assert any(said in record.getMessage() for record in caplog.records)
+    assert smtp_sink.messages == []
+
+
 def test_an_email_already_sent_is_not_sent_again(user: User, model_server: ModelServer) -> None:
     reachable_now(user)
     email = planned(user)
@@ -386,3 +407,59 @@ def test_an_email_already_sent_is_not_sent_again(user: User, model_server: Model
 )
 def test_only_4xx_replies_and_network_errors_are_worth_a_retry(error: Exception, temporary: bool) -> None:
     assert is_temporary_smtp_failure(error) is temporary
+
+
+def raw_header_lines(raw: bytes, name: bytes) -> list[bytes]:
+    """Each line of the raw message's header block that starts `name:`, with any folded
+    continuation lines joined on (so a fold shows up, rather than hiding)."""
+    head = raw.split(b"\r\n\r\n", 1)[0]
+    lines: list[bytes] = []
+    for line in head.split(b"\r\n"):
+        if line[:1] in (b" ", b"\t") and lines:
+            lines[-1] += b"\r\n" + line
+        else:
+            lines.append(line)
+    return [line for line in lines if line.lower().startswith(name.lower() + b":")]
+
+
+def test_the_unsubscribe_headers_arrive_whole_and_unencoded_with_a_long_site_url(
+    user: User, model_server: ModelServer, smtp_sink: SmtpSink, settings
+) -> None:
+    host = "a" * 60 + "." + "b" * 39 + ".example.com"
+    settings.SITE_URL = f"https://{host}"
+    assert len(settings.SITE_URL) == 120
+    reachable_now(user)
+
+    assert email_send(email_id=make_email(user).pk) == SendOutcome.SENT
+
+    [raw] = smtp_sink.raw
+    link = f"{settings.SITE_URL}/emails/unsubscribe/{unsubscribe_token(user.pk)}/"
+    assert raw_header_lines(raw, b"List-Unsubscribe") == [b"List-Unsubscribe: <" + link.encode() + b">"]
+    assert raw_header_lines(raw, b"List-Unsubscribe-Post") == [b"List-Unsubscribe-Post: List-Unsubscribe=One-Click"]
+    assert b"=?utf-8?" not in raw.split(b"\r\n\r\n", 1)[0]
+    assert raw_header_lines(raw, b"Message-ID")[0].endswith(f"@{host}>".encode())
+    response = Client(enforce_csrf_checks=True).post(
+        urlsplit(link).path, data="List-Unsubscribe=One-Click", content_type="application/x-www-form-urlencoded"
+    )
+    assert response.status_code == 200
+    assert EmailPreference.objects.get(user=user).unsubscribed_at is not None
+
+
+def test_an_email_names_its_reader_and_says_why_it_came_how_often_and_how_to_stop_it(
+    user: User, model_server: ModelServer, smtp_sink: SmtpSink
+) -> None:
+    User.objects.filter(pk=user.pk).update(name="Ada Lovelace")
+    user.refresh_from_db()
+    reachable_now(user, frequency=EmailPreference.Frequency.TWICE_WEEKLY)
+    model_server.queue_text(DRAFT)
+
+    assert email_send(email_id=planned(user).pk) == SendOutcome.SENT
+
+    [raw] = smtp_sink.raw
+    [message] = smtp_sink.messages
+    why = "You get this because you asked your coach to write to you about twice a week between sessions."
+    link = f"http://localhost:8000/emails/unsubscribe/{unsubscribe_token(user.pk)}/"
+    assert raw_header_lines(raw, b"To") == [b"To: Ada Lovelace <ada@example.com>"]
+    for part in (text_of(message), html_of(message)):
+        assert why in part and link in part and "http://localhost:8000/account/#email-preferences" in part
+    assert ">Coach</a>" in html_of(message) and "Coach · http://localhost:8000" in text_of(message)
