@@ -199,6 +199,12 @@ EVERY_NOTICE = {
     "account/email/password_changed": {},
     "account/email/password_reset": {},
     "account/email/password_set": {},
+    # The second factor's notices (staff have one), in the same voice.
+    "mfa/email/totp_activated": {},
+    "mfa/email/totp_deactivated": {},
+    "mfa/email/recovery_codes_generated": {},
+    "mfa/email/webauthn_added": {},
+    "mfa/email/webauthn_removed": {},
 }
 
 
