@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.db.models import Count, QuerySet
+from django.db.models import Count, QuerySet, Sum
 from django.http import HttpRequest
 
 from coach.models import ChatSession, Message
@@ -12,7 +12,17 @@ from infra.admin import SupportSearch
 
 @admin.register(ChatSession)
 class ChatSessionAdmin(SupportSearch, admin.ModelAdmin):
-    list_display = ["pk", "user", "created_at", "updated_at", "ended_at", "remembered", "message_count"]
+    list_display = [
+        "pk",
+        "user",
+        "created_at",
+        "updated_at",
+        "ended_at",
+        "remembered",
+        "message_count",
+        "prompt_token_total",
+        "completion_token_total",
+    ]
     list_filter = [("ended_at", admin.EmptyFieldListFilter), "remembered"]
     search_fields = ["user__email"]
     list_select_related = ["user"]
@@ -20,22 +30,58 @@ class ChatSessionAdmin(SupportSearch, admin.ModelAdmin):
     readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ChatSession]:
-        return super().get_queryset(request).annotate(message_total=Count("messages"))
+        # What the session's replies cost, memory rounds included: what an operator weighs.
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                message_total=Count("messages"),
+                prompt_tokens=Sum("messages__prompt_tokens"),
+                completion_tokens=Sum("messages__completion_tokens"),
+            )
+        )
 
     @admin.display(description="messages", ordering="message_total")
     def message_count(self, session: ChatSession) -> int:
         return session.message_total
 
+    @admin.display(description="prompt tokens", ordering="prompt_tokens")
+    def prompt_token_total(self, session: ChatSession) -> int:
+        return session.prompt_tokens or 0
+
+    @admin.display(description="completion tokens", ordering="completion_tokens")
+    def completion_token_total(self, session: ChatSession) -> int:
+        return session.completion_tokens or 0
+
 
 @admin.register(Message)
 class MessageAdmin(SupportSearch, admin.ModelAdmin):
     # What people wrote stays out of the admin: who, when and how it went, not the words.
-    list_display = ["pk", "session", "session_user", "role", "status", "created_at"]
-    list_filter = ["role", "status"]
+    list_display = [
+        "pk",
+        "session",
+        "session_user",
+        "role",
+        "status",
+        "created_at",
+        "prompt_tokens",
+        "completion_tokens",
+        "tokens_estimated",
+    ]
+    list_filter = ["role", "status", "tokens_estimated"]
     search_fields = ["session__user__email"]
     person_path = "session__user"
     list_select_related = ["session__user"]
-    fields = ["session", "role", "status", "error", "created_at"]
+    fields = [
+        "session",
+        "role",
+        "status",
+        "error",
+        "created_at",
+        "prompt_tokens",
+        "completion_tokens",
+        "tokens_estimated",
+    ]
     readonly_fields = fields
 
     @admin.display(description="user", ordering="session__user__email")

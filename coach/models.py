@@ -79,6 +79,12 @@ class Message(models.Model):
     # For a person's message: when a turn took it to answer. The sweeper judges a turn by
     # this, never by when the message was written (a retry is a new claim).
     claimed_at = models.DateTimeField(null=True, blank=True)
+    # For a reply: the tokens its turn cost, summed over the turn's model rounds (the memory
+    # tools' rounds included), so an operator sees what memory costs. Estimated when the
+    # provider did not say, and then marked so.
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    tokens_estimated = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         constraints = [

@@ -9,6 +9,7 @@ off) or stopped (by the person); the message it answers always ends answered or 
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -146,9 +147,21 @@ def turn_begin(*, user_id: int, message_id: int, now: datetime) -> tuple[User, M
     return user, message, conversation
 
 
-def reply_save(*, message: Message, text: str, now: datetime | None = None) -> Message:
-    """The whole reply; the message it answers is answered. Applies only while the turn
-    still holds the message (a sweeper may have failed a turn that overran)."""
+@dataclass(frozen=True)
+class ReplyTokens:
+    """What a reply's turn cost, summed over its model rounds; `estimated` when the server
+    sent no counts and they were worked out from the text."""
+
+    prompt: int
+    completion: int
+    estimated: bool
+
+
+def reply_save(
+    *, message: Message, text: str, tokens: ReplyTokens | None = None, now: datetime | None = None
+) -> Message:
+    """The whole reply, with what it cost; the message it answers is answered. Applies only
+    while the turn still holds the message (a sweeper may have failed a turn that overran)."""
     now = now or timezone.now()
     with transaction.atomic():
         held = Message.objects.filter(pk=message.pk, status=Message.Status.ANSWERING).update(
@@ -156,7 +169,7 @@ def reply_save(*, message: Message, text: str, now: datetime | None = None) -> M
         )
         if not held:
             raise TurnLost(f"message {message.pk} is no longer being answered by this turn")
-        reply = _reply_create(message, text=text, status=Message.Status.COMPLETE, now=now)
+        reply = _reply_create(message, text=text, status=Message.Status.COMPLETE, now=now, tokens=tokens)
         ChatSession.objects.filter(pk=message.session_id).update(last_message_at=now, updated_at=now)
     return reply
 
@@ -277,7 +290,9 @@ def _check_text(text: str) -> str:
     return text
 
 
-def _reply_create(message: Message, *, text: str, status: str, now: datetime) -> Message:
+def _reply_create(
+    message: Message, *, text: str, status: str, now: datetime, tokens: ReplyTokens | None = None
+) -> Message:
     return Message.objects.create(
         session_id=message.session_id,
         role=Message.Role.ASSISTANT,
@@ -285,6 +300,9 @@ def _reply_create(message: Message, *, text: str, status: str, now: datetime) ->
         status=status,
         reply_to=message,
         created_at=now,
+        prompt_tokens=tokens.prompt if tokens else None,
+        completion_tokens=tokens.completion if tokens else None,
+        tokens_estimated=tokens.estimated if tokens else False,
     )
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -33,7 +34,7 @@ from redis import RedisError
 from coach import streams
 from coach.rendering import render_reply
 from coach.runner import run_in_background
-from coach.services import TurnLost, reply_fail, reply_save, reply_stop, turn_begin
+from coach.services import ReplyTokens, TurnLost, reply_fail, reply_save, reply_stop, turn_begin
 from infra import llm
 from infra.dbsteps import db_step
 from infra.llm import LLMError, ModelResponse, TextDelta
@@ -49,6 +50,8 @@ FAILED_TOO_SLOW = "Your coach took too long to answer. Your message is saved: tr
 STOP_CHECK_SECONDS = 0.25
 # Pieces of the reply arriving closer together than this are written to its stream together.
 COALESCE_SECONDS = 0.03
+# Where the provider sends no token counts: OpenAI's rule of thumb for English text.
+CHARACTERS_PER_TOKEN = 4
 
 
 class _Stopped(Exception):
@@ -76,6 +79,7 @@ async def turn_run(*, user_id: int, message_id: int) -> None:
         return
     user, message, conversation = begun
     words = _Words(message.pk)
+    usage = _Usage()
     context = ToolContext(
         user=user,
         time_zone=user.time_zone,
@@ -86,12 +90,13 @@ async def turn_run(*, user_id: int, message_id: int) -> None:
     try:
         async with asyncio.timeout(settings.COACH_TURN_DEADLINE_SECONDS):
             try:
-                await _converse(context, conversation.messages, words)
+                await _converse(context, conversation.messages, words, usage)
             finally:
                 await words.settle()
         if not words.text.strip():
             raise LLMError("the model answered with no words", retryable=True)
-        reply = await db_step(reply_save, message=message, text=words.text.strip())
+        # Saved with the reply, in its own statement: what it cost costs no query of its own.
+        reply = await db_step(reply_save, message=message, text=words.text.strip(), tokens=usage.tokens())
     except _Stopped:
         await db_step(reply_stop, message=message, partial_text=words.text)
         await _append(message.pk, streams.STOPPED, {"html": render_reply(words.text) if words.text.strip() else ""})
@@ -196,7 +201,36 @@ class _Words:
         return "".join(self._parts)
 
 
-async def _converse(context: ToolContext, messages: list[dict[str, Any]], words: _Words) -> None:
+class _Usage:
+    """The tokens of a turn, summed over its model rounds: the provider's counts where it
+    sent them, an estimate from the characters sent and received where it did not."""
+
+    def __init__(self) -> None:
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.estimated = False
+
+    def add(self, response: ModelResponse, sent: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> None:
+        if response.usage is not None:
+            self.prompt_tokens += response.usage.prompt_tokens
+            self.completion_tokens += response.usage.completion_tokens
+            return
+        self.estimated = True
+        # As sent on the wire, but with letters left as letters (escapes would inflate the count).
+        wire = json.dumps(sent, ensure_ascii=False) + json.dumps(tools or [], ensure_ascii=False)
+        self.prompt_tokens += _estimated_tokens(wire)
+        answered = response.text + "".join(call.name + call.arguments for call in response.tool_calls)
+        self.completion_tokens += _estimated_tokens(answered)
+
+    def tokens(self) -> ReplyTokens:
+        return ReplyTokens(prompt=self.prompt_tokens, completion=self.completion_tokens, estimated=self.estimated)
+
+
+def _estimated_tokens(text: str) -> int:
+    return -(-len(text) // CHARACTERS_PER_TOKEN)
+
+
+async def _converse(context: ToolContext, messages: list[dict[str, Any]], words: _Words, usage: _Usage) -> None:
     """The model's rounds: words streamed as they come, tool calls applied in order between."""
     for round_number in range(settings.COACH_MAX_TOOL_ROUNDS + 1):
         # The last round offers no tools: the model has to answer in words. Nor does a turn
@@ -206,6 +240,7 @@ async def _converse(context: ToolContext, messages: list[dict[str, Any]], words:
         tools = tool_definitions() if context.remembers and not last_round else None
         words.next_round()
         response = await _one_response(context.message_id, messages, tools=tools, on_text=words.add)
+        usage.add(response, messages, tools)
         if not response.tool_calls or last_round:
             # Tool calls in the last round are not run; without words, the turn fails.
             return

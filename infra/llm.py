@@ -8,8 +8,14 @@ the rest of the code knowing.
 from __future__ import annotations
 
 import asyncio
+import base64
+import logging
+import math
+import re
+import struct
+import threading
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -19,6 +25,9 @@ from django.conf import settings
 from django.db import connection
 
 from infra.dbsteps import release_connection
+from infra.stream_assembly import ToolCallAssembler
+
+logger = logging.getLogger(__name__)
 
 # The offline coach and many local servers need no key, but the SDK insists on one.
 NO_KEY = "no-key-needed"
@@ -59,10 +68,21 @@ class ModelResponse:
     text: str
     tool_calls: tuple[ToolCall, ...]
     finish_reason: str
+    # The provider's token counts for this response, when it sent them.
+    usage: Usage | None = None
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
 
 
 async def stream_chat(
-    messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None
+    messages: list[dict[str, Any]],
+    *,
+    tools: list[dict[str, Any]] | None = None,
+    tool_choice: str | dict[str, Any] | None = None,
 ) -> AsyncIterator[TextDelta | ModelResponse]:
     """Stream one chat completion: TextDelta pieces, then one ModelResponse.
 
@@ -74,49 +94,71 @@ async def stream_chat(
         "messages": messages,
         "stream": True,
         "max_tokens": settings.COACH_MAX_TOKENS,
+        # Usage arrives in a last chunk of its own, only when asked for.
+        "stream_options": {"include_usage": True},
     }
     if tools:
         arguments["tools"] = tools
+        # Said outright: OpenAI allows parallel calls by default, llama.cpp's server only when
+        # asked. The turn applies a batch of calls in order, each seeing the one before, so two
+        # saves in one round cost one round trip, not two.
+        arguments["parallel_tool_calls"] = True
+        if tool_choice is not None:
+            arguments["tool_choice"] = tool_choice
     text: list[str] = []
-    calls: dict[int, dict[str, str]] = {}
+    calls = ToolCallAssembler()
     finish_reason = None
+    usage: Usage | None = None
     try:
         # The SDK's documented low-level request (`client.post`), with our body and chunks
         # as plain JSON. create() would first walk the body against its TypedDicts and
         # build a model object for every token: for a long prompt and five tool schemas
         # that cost more CPU than all the rest of a turn. Same HTTP, same SSE decoding.
-        stream = await _async_client().post(
-            "/chat/completions", body=arguments, cast_to=object, stream=True, stream_cls=openai.AsyncStream[object]
+        stream = await _sent_with_fallbacks_async(
+            arguments,
+            lambda body: _async_client().post(
+                "/chat/completions", body=body, cast_to=object, stream=True, stream_cls=openai.AsyncStream[object]
+            ),
         )
         async for chunk in stream:
-            choice = (chunk.get("choices") or [{}])[0] if isinstance(chunk, dict) else {}
-            delta = choice.get("delta") or {}
-            if content := delta.get("content"):
+            usage = _usage_in(chunk) or usage
+            # Chunks without a choice carry other things: usage at the end, a content
+            # filter's notes at the start (Azure). Only one choice is ever asked for.
+            choices = chunk.get("choices") if isinstance(chunk, dict) else None
+            choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+            delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+            content = delta.get("content")
+            if isinstance(content, str) and content:
                 text.append(content)
                 yield TextDelta(content)
-            for part in delta.get("tool_calls") or []:
-                call = calls.setdefault(part.get("index", 0), {"id": "", "name": "", "arguments": ""})
-                function = part.get("function") or {}
-                call["id"] = part.get("id") or call["id"]
-                call["name"] = function.get("name") or call["name"]
-                call["arguments"] += function.get("arguments") or ""
-            finish_reason = choice.get("finish_reason") or finish_reason
+            calls.add_delta(delta)
+            if isinstance(choice.get("finish_reason"), str) and choice["finish_reason"]:
+                finish_reason = choice["finish_reason"]
     except openai.OpenAIError as error:
         raise as_llm_error(error) from error
     if finish_reason is None:
         raise LLMError("the reply was cut off before it finished", retryable=True)
-    tool_calls = tuple(ToolCall(**calls[index]) for index in sorted(calls))
-    if any(not call.name or not call.id for call in tool_calls):
-        raise LLMError("the model sent a tool call without a name or id", retryable=True)
-    yield ModelResponse(text="".join(text), tool_calls=tool_calls, finish_reason=finish_reason)
+    tool_calls = tuple(
+        ToolCall(id=call_id, name=name, arguments=arguments) for call_id, name, arguments in calls.calls()
+    )
+    if any(not call.name for call in tool_calls):
+        raise LLMError("the model sent a tool call without a name", retryable=True)
+    # A response with no words and no calls is whole: after a round whose words came with
+    # its tool calls, it is how a model says it has nothing to add. The turn judges a reply
+    # with no words at all (coach/turn.py).
+    if finish_reason == "function_call":
+        # The legacy name for the same thing, from servers that predate tools.
+        finish_reason = "tool_calls"
+    yield ModelResponse(text="".join(text), tool_calls=tool_calls, finish_reason=finish_reason, usage=usage)
 
 
 def complete(messages: list[dict[str, Any]]) -> str:
     """One whole answer, for background jobs (summaries, emails, episodes)."""
     _off_the_database()
     try:
-        response = _client().chat.completions.create(
-            model=settings.COACH_MODEL, messages=messages, max_tokens=settings.COACH_MAX_TOKENS
+        response = _sent_with_fallbacks(
+            {"model": settings.COACH_MODEL, "messages": messages, "max_tokens": settings.COACH_MAX_TOKENS},
+            lambda body: _client().chat.completions.create(**body),
         )
     except openai.OpenAIError as error:
         raise as_llm_error(error) from error
@@ -133,13 +175,198 @@ def embed(texts: list[str]) -> list[Embedding]:
     model = settings.EMBEDDING_MODEL
     _off_the_database()
     try:
-        response = _client().embeddings.create(model=model, input=texts)
+        # base64 is what the SDK asks for anyway; said outright, it leaves the decoding to
+        # _vector_of, which also takes the floats some servers send whatever was asked.
+        response = _client().embeddings.create(model=model, input=texts, encoding_format="base64")
     except openai.OpenAIError as error:
         raise as_llm_error(error) from error
-    vectors = [item.embedding for item in sorted(response.data, key=lambda item: item.index)]
+    data = getattr(response, "data", None)
+    items = list(data) if isinstance(data, list) else []
+    if all(isinstance(getattr(item, "index", None), int) for item in items):
+        items.sort(key=lambda item: item.index)
+    vectors = [_vector_of(getattr(item, "embedding", None)) for item in items]
     if len(vectors) != len(texts):
         raise LLMError(f"asked for {len(texts)} embeddings, got {len(vectors)}", retryable=True)
-    return [Embedding(vector=list(vector), model=model) for vector in vectors]
+    if len({len(vector) for vector in vectors}) > 1:
+        raise LLMError("the embeddings answer mixed vectors of different lengths", retryable=False)
+    return [Embedding(vector=vector, model=model) for vector in vectors]
+
+
+def _vector_of(embedding: object) -> list[float]:
+    """One embedding as floats: servers send a JSON list of numbers, or base64 of
+    little-endian float32 (OpenAI's compact form), whichever format was asked for."""
+    if isinstance(embedding, str):
+        try:
+            packed = base64.b64decode(embedding, validate=True)
+        except ValueError as error:
+            raise LLMError("an embedding came as text that is not base64", retryable=False) from error
+        if not packed or len(packed) % 4:
+            raise LLMError("a base64 embedding is not a whole number of float32 values", retryable=False)
+        vector = list(struct.unpack(f"<{len(packed) // 4}f", packed))
+    elif isinstance(embedding, list) and all(
+        isinstance(value, int | float) and not isinstance(value, bool) for value in embedding
+    ):
+        vector = [float(value) for value in embedding]
+    else:
+        raise LLMError("an embedding came as neither a list of numbers nor base64", retryable=False)
+    if not vector or not all(math.isfinite(value) for value in vector):
+        raise LLMError("an embedding was empty or held values that are not numbers", retryable=False)
+    return vector
+
+
+def _usage_in(chunk: object) -> Usage | None:
+    """The token counts a chunk carries, if any (the last one, when asked for; some servers
+    put them on every chunk, or only on the one that finishes)."""
+    usage = chunk.get("usage") if isinstance(chunk, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    if not isinstance(prompt, int) or not isinstance(completion, int):
+        return None
+    return Usage(prompt_tokens=prompt, completion_tokens=completion)
+
+
+# Where servers differ on the request: a parameter one accepts, another refuses with a 400.
+# Each fallback is learned from the first refusal, per server (base URL + model), for the
+# life of the process; the request is sent again at once, so the person never sees it.
+@dataclass(frozen=True)
+class Fallback:
+    name: str
+    # The request field a 400 must name for this fallback to apply.
+    refused: re.Pattern[str]
+    # What the app does from then on, in words (the log, check_model).
+    description: str
+
+
+FALLBACKS = (
+    Fallback(
+        "no-parallel-tool-calls",
+        re.compile(r"\bparallel_tool_calls\b"),
+        "parallel_tool_calls is left out of requests (the server refused it)",
+    ),
+    Fallback(
+        "max-completion-tokens",
+        re.compile(r"\bmax_tokens\b"),
+        "the reply's length limit is sent as max_completion_tokens (the server refused max_tokens)",
+    ),
+    Fallback(
+        "no-stream-usage",
+        re.compile(r"\b(stream_options|include_usage)\b"),
+        "usage is not asked for in the stream (the server refused stream_options); tokens are estimated",
+    ),
+    # Last: "strict" is the likeliest word to turn up in a message about something else.
+    Fallback(
+        "no-strict",
+        re.compile(r"\bstrict\b", re.IGNORECASE),
+        "tool schemas are sent without strict (the server refused it); arguments are still checked on our side",
+    ),
+)
+_FALLBACKS_BY_NAME = {fallback.name: fallback for fallback in FALLBACKS}
+_learned: dict[tuple[str, str], set[str]] = {}
+_learned_lock = threading.Lock()
+
+
+def _server() -> tuple[str, str]:
+    return (settings.OPENAI_BASE_URL or "https://api.openai.com/v1", settings.COACH_MODEL)
+
+
+def fallbacks_in_use() -> list[Fallback]:
+    """The fallbacks learned so far for the configured server, in a stable order."""
+    with _learned_lock:
+        names = set(_learned.get(_server(), ()))
+    return [fallback for fallback in FALLBACKS if fallback.name in names]
+
+
+def forget_fallbacks() -> None:
+    """Start again from the full request with every server (a changed server, a test)."""
+    with _learned_lock:
+        _learned.clear()
+
+
+def _adapted(arguments: dict[str, Any], names: set[str]) -> dict[str, Any]:
+    """The request as this server takes it."""
+    body = dict(arguments)
+    if "no-parallel-tool-calls" in names:
+        body.pop("parallel_tool_calls", None)
+    if "max-completion-tokens" in names and "max_tokens" in body:
+        body["max_completion_tokens"] = body.pop("max_tokens")
+    if "no-stream-usage" in names:
+        body.pop("stream_options", None)
+    if "no-strict" in names and body.get("tools"):
+        body["tools"] = [
+            {**tool, "function": {key: value for key, value in tool["function"].items() if key != "strict"}}
+            if isinstance(tool.get("function"), dict)
+            else tool
+            for tool in body["tools"]
+        ]
+    return body
+
+
+def _sends(body: dict[str, Any], fallback: Fallback) -> bool:
+    """Whether the request still carries what this fallback takes out."""
+    match fallback.name:
+        case "no-parallel-tool-calls":
+            return "parallel_tool_calls" in body
+        case "max-completion-tokens":
+            return "max_tokens" in body
+        case "no-stream-usage":
+            return "stream_options" in body
+        case _:
+            return any((tool.get("function") or {}).get("strict") for tool in body.get("tools") or [])
+
+
+def _fallback_for(error: openai.OpenAIError, body: dict[str, Any]) -> Fallback | None:
+    """The fallback a refusal asks for: a 400 that names a field this request sent."""
+    if not isinstance(error, openai.APIStatusError) or error.status_code not in (400, 422):
+        return None
+    said = error.message
+    if isinstance(error.body, dict):
+        said = f"{said} {error.body.get('param') or ''} {error.body.get('message') or ''}"
+    for fallback in FALLBACKS:
+        if fallback.refused.search(said) and _sends(body, fallback):
+            return fallback
+    return None
+
+
+def _learn(fallback: Fallback) -> None:
+    server = _server()
+    with _learned_lock:
+        names = _learned.setdefault(server, set())
+        if fallback.name in names:
+            return
+        names.add(fallback.name)
+    logger.warning("the model server at %s (model %s): %s", server[0], server[1], fallback.description)
+
+
+def _sent_with_fallbacks(arguments: dict[str, Any], send: Callable[[dict[str, Any]], Any]) -> Any:
+    while True:
+        with _learned_lock:
+            names = set(_learned.get(_server(), ()))
+        body = _adapted(arguments, names)
+        try:
+            return send(body)
+        except openai.OpenAIError as error:
+            # Each try takes one field out, so this ends after at most len(FALLBACKS) tries.
+            fallback = _fallback_for(error, body)
+            if fallback is None:
+                raise
+            _learn(fallback)
+
+
+async def _sent_with_fallbacks_async(
+    arguments: dict[str, Any], send: Callable[[dict[str, Any]], Awaitable[Any]]
+) -> Any:
+    while True:
+        with _learned_lock:
+            names = set(_learned.get(_server(), ()))
+        body = _adapted(arguments, names)
+        try:
+            return await send(body)
+        except openai.OpenAIError as error:
+            fallback = _fallback_for(error, body)
+            if fallback is None:
+                raise
+            _learn(fallback)
 
 
 class ModelCallInTransaction(RuntimeError):

@@ -36,7 +36,17 @@ class Drop:
     text: str
 
 
-Scripted = Answer | Failure | Drop
+@dataclass(frozen=True)
+class RawStream:
+    """A stream sent exactly as given: each item is the payload of one `data:` event, in
+    order, with nothing added (no [DONE] unless it is one of the items). For replaying what
+    a real provider sends."""
+
+    events: tuple[str, ...]
+    chunk_delay_seconds: float = 0.0
+
+
+Scripted = Answer | Failure | Drop | RawStream
 
 
 @dataclass(frozen=True)
@@ -56,6 +66,7 @@ class Script:
         self._lock = threading.Lock()
         self._chat: deque[Scripted] = deque()
         self._embedding_failures: deque[Failure] = deque()
+        self._embedding_bodies: deque[str] = deque()
         self._vectors: dict[str, list[float]] = {}
         self._requests: list[RecordedRequest] = []
 
@@ -78,6 +89,16 @@ class Script:
         """The next scripted embeddings failure, or None."""
         with self._lock:
             return self._embedding_failures.popleft() if self._embedding_failures else None
+
+    def add_embedding_body(self, body: str) -> None:
+        """Answer the next embeddings request with exactly this JSON text."""
+        with self._lock:
+            self._embedding_bodies.append(body)
+
+    def next_embedding_body(self) -> str | None:
+        """The next scripted raw embeddings body, or None."""
+        with self._lock:
+            return self._embedding_bodies.popleft() if self._embedding_bodies else None
 
     def set_vector(self, text: str, vector: list[float]) -> None:
         """Answer exactly `text` with `vector`."""
@@ -105,5 +126,6 @@ class Script:
         with self._lock:
             self._chat.clear()
             self._embedding_failures.clear()
+            self._embedding_bodies.clear()
             self._vectors.clear()
             self._requests.clear()

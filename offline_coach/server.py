@@ -23,7 +23,7 @@ from offline_coach.bag_of_words import bag_of_words_embedding
 from offline_coach.brain import respond
 from offline_coach.prompt import system_text, text_of
 from offline_coach.reply import Reply, ToolCall
-from offline_coach.script import Answer, Drop, Failure, RecordedRequest, Script, Scripted
+from offline_coach.script import Answer, Drop, Failure, RawStream, RecordedRequest, Script, Scripted
 
 logger = logging.getLogger(__name__)
 
@@ -139,6 +139,16 @@ class ModelServer:
         """The next chat completion sends this text, then the connection breaks: no finish, no [DONE]."""
         self._queue(Drop(text_before_drop))
 
+    def queue_raw_stream(self, events: list[str], *, chunk_delay_seconds: float = 0.0) -> None:
+        """The next chat completion streams these `data:` payloads exactly as given, in order:
+        a provider's stream replayed byte for byte (add "[DONE]" where that provider sends it)."""
+        self._queue(RawStream(tuple(events), chunk_delay_seconds))
+
+    def queue_embeddings_body(self, body: str) -> None:
+        """The next embeddings request is answered 200 with exactly this JSON text."""
+        self._require_scripted("queue_embeddings_body")
+        self._script.add_embedding_body(body)
+
     def set_embedding(self, text: str, vector: list[float]) -> None:
         """Embed exactly `text` as `vector` (a stand-in for a semantic model's opinion)."""
         self._require_scripted("set_embedding")
@@ -181,6 +191,10 @@ class ModelServer:
     def embedding_failure(self) -> Failure | None:
         """A scripted failure for this embeddings request, if one is queued."""
         return self._script.next_embedding_failure() if self.scripted else None
+
+    def raw_embeddings_body(self) -> str | None:
+        """A scripted raw body for this embeddings request, if one is queued."""
+        return self._script.next_embedding_body() if self.scripted else None
 
     def embeddings_for(self, texts: list[str], model: str) -> list[list[float]]:
         """The vectors of `texts` from `model` (one of EMBEDDING_MODELS), in one batch; a
@@ -281,6 +295,13 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send_error(status, message)
             case Drop(text):
                 self._drop(text, model=model, stream=stream)
+            case RawStream(events, chunk_delay_seconds):
+                self._start_event_stream()
+                for index, event in enumerate(events):
+                    if index and chunk_delay_seconds:
+                        time.sleep(chunk_delay_seconds)
+                    self._send_event(event)
+                self.wfile.write(b"0\r\n\r\n")
             case Answer(reply, delay_seconds, chunk_delay_seconds):
                 time.sleep(delay_seconds)
                 prompt_tokens = sum(wire.count_tokens(text_of(message)) for message in body["messages"])
@@ -333,6 +354,11 @@ class _Handler(BaseHTTPRequestHandler):
         coach = self.server.coach
         if failure := coach.embedding_failure():
             self._send_error(failure.status, failure.message)
+            return
+        if (raw := coach.raw_embeddings_body()) is not None:
+            data = raw.encode()
+            self._send_head(200, "application/json", length=len(data))
+            self.wfile.write(data)
             return
         texts = body.get("input")
         texts = [texts] if isinstance(texts, str) else texts

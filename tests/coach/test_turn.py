@@ -131,6 +131,20 @@ def test_tool_calls_are_applied_in_order_and_their_results_sent_back_invisibly(
     assert "save" not in words_of(received).lower() and "{" not in words_of(received)
 
 
+def test_words_sent_with_a_save_are_the_reply_when_the_next_round_adds_nothing(
+    live_app: str, person: Client, user: User, model_server: ModelServer
+) -> None:
+    model_server.queue_tool_calls([("save_memory", SHOULDER_SAVE)], text="Noted: no overhead pressing.")
+    model_server.queue_text("")
+    message = ask(session_start(user=user), "I have a bad left shoulder, no overhead pressing")
+
+    received = stream(live_app, person, message)
+
+    assert words_of(received) == "Noted: no overhead pressing."
+    assert replies(message) == [("complete", "Noted: no overhead pressing.")]
+    assert memory_named(user, "injury-1").source == "coach"
+
+
 def test_two_parallel_saves_about_one_event_leave_one_memory_and_a_merge(
     live_app: str, person: Client, user: User, model_server: ModelServer
 ) -> None:

@@ -1,0 +1,173 @@
+"""`manage.py check_model`: can the coach remember things with the configured model server?
+
+Memory needs two things of a server: tool calls (the model saves, updates and recalls
+memories by calling the memory tools) and embeddings (the near-copy check and search).
+A server that streams words but never calls a tool gives a coach that answers and never
+remembers, which looks like a working app; this command says so in under a minute,
+before a person finds out. It talks to the model only: it never opens the database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from infra import llm
+from memory.tool_schemas import tool_definitions
+
+# All the checks together, so the answer comes within a minute whatever the server does.
+TOTAL_SECONDS = 55.0
+STEP_SECONDS = 20.0
+SAVE = "save_memory"
+SYSTEM = "You are a coach. When the person tells you something worth remembering, save it with save_memory."
+# Statements any model that calls tools recognises as worth remembering.
+ONE_FACT = "Please remember this: I have a bad left shoulder, so no overhead pressing."
+TWO_FACTS = "Please remember two separate things: I have a bad left shoulder. I'm giving a talk in June."
+
+
+@dataclass(frozen=True)
+class Finding:
+    what: str
+    ok: bool
+    detail: str
+    # Without it, memory cannot work with this server.
+    essential: bool = True
+
+
+class Command(BaseCommand):
+    help = (
+        "Check the configured model server: chat streaming, tool calling, parallel tool calls and "
+        "embeddings; print what it supports and which fallbacks the app uses; exit 1 if memory cannot work."
+    )
+    # It never touches the database, so it skips the checks that might.
+    requires_system_checks: list[str] = []
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        # What the app learned before (in this process) is not what this server does now.
+        llm.forget_fallbacks()
+        base_url = settings.OPENAI_BASE_URL or "https://api.openai.com/v1"
+        self.stdout.write(
+            f"Model server: {base_url}\n"
+            f"Chat model: {settings.COACH_MODEL}; embedding model: {settings.EMBEDDING_MODEL}\n"
+        )
+        findings, usage_sent = asyncio.run(_all_checks())
+        for finding in findings:
+            mark = "ok  " if finding.ok else ("FAIL" if finding.essential else "note")
+            self.stdout.write(f"  {mark}  {finding.what}: {finding.detail}")
+        fallbacks = llm.fallbacks_in_use()
+        self.stdout.write("Fallbacks the app will use with this server:" + ("" if fallbacks else " none"))
+        for fallback in fallbacks:
+            self.stdout.write(f"  - {fallback.description}")
+        if not findings[0].ok:
+            usage = "not known (no stream came back)"
+        elif usage_sent:
+            usage = "counted by the server"
+        else:
+            usage = "estimated by the app (the server sends no usage in its streams)"
+        self.stdout.write(f"Token usage: {usage}")
+        failed = [finding for finding in findings if finding.essential and not finding.ok]
+        if failed:
+            reasons = "; ".join(f"{finding.what}: {finding.detail}" for finding in failed)
+            raise CommandError(f"Memory will not work with this server. {reasons}")
+        self.stdout.write(self.style.SUCCESS("Memory will work with this server."))
+
+
+async def _all_checks() -> tuple[list[Finding], bool]:
+    deadline = time.monotonic() + TOTAL_SECONDS
+    streaming, usage_sent = await _timed(_streaming, "chat streaming", deadline)
+    forced, _ = await _timed(_forced_tool_call, "tool calling", deadline)
+    parallel, _ = await _timed(_parallel_tool_calls, "parallel tool calls", deadline, essential=False)
+    embeddings, _ = await _timed(_embeddings, "embeddings", deadline)
+    return [streaming, forced, parallel, embeddings], usage_sent
+
+
+async def _timed(check: Any, what: str, deadline: float, *, essential: bool = True) -> tuple[Finding, bool]:
+    """One check, bounded by its share of the minute; a failure is a finding, not a crash."""
+    seconds = min(STEP_SECONDS, deadline - time.monotonic())
+    if seconds <= 0:
+        return Finding(what, False, "not checked: the server used up the minute", essential), False
+    try:
+        async with asyncio.timeout(seconds):
+            return await check()
+    except TimeoutError:
+        return Finding(what, False, f"no answer within {seconds:.0f} s", essential), False
+    except llm.LLMError as error:
+        return Finding(what, False, str(error), essential), False
+
+
+async def _response(
+    user_text: str, *, tools: list[dict[str, Any]] | None = None, tool_choice: Any = None
+) -> tuple[llm.ModelResponse, int]:
+    """The whole response and how many pieces of words it came in."""
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user_text}]
+    pieces = 0
+    response: llm.ModelResponse | None = None
+    async for piece in llm.stream_chat(messages, tools=tools, tool_choice=tool_choice):
+        if isinstance(piece, llm.TextDelta):
+            pieces += 1
+        else:
+            response = piece
+    assert response is not None, "stream_chat always ends with the whole response"
+    return response, pieces
+
+
+async def _streaming() -> tuple[Finding, bool]:
+    response, pieces = await _response("Say hello in one short sentence.")
+    if not response.text.strip():
+        return Finding("chat streaming", False, "the server streamed no words"), False
+    usage = "with" if response.usage else "without"
+    return Finding("chat streaming", True, f"the reply came in {pieces} pieces, {usage} token usage"), bool(
+        response.usage
+    )
+
+
+async def _forced_tool_call() -> tuple[Finding, bool]:
+    choice = {"type": "function", "function": {"name": SAVE}}
+    response, _ = await _response(ONE_FACT, tools=tool_definitions(), tool_choice=choice)
+    saves = [call for call in response.tool_calls if call.name == SAVE]
+    if not saves:
+        answered = "answered in words" if response.text.strip() else "answered nothing"
+        return Finding(
+            "tool calling", False, f"told to call {SAVE}, the model {answered}: the coach would never remember"
+        ), False
+    if not all(_json_object(call.arguments) for call in saves):
+        return Finding(
+            "tool calling", False, f"the model called {SAVE} with arguments that are not a JSON object"
+        ), False
+    return Finding("tool calling", True, f"a forced {SAVE} call, with JSON arguments"), False
+
+
+async def _parallel_tool_calls() -> tuple[Finding, bool]:
+    response, _ = await _response(TWO_FACTS, tools=tool_definitions(), tool_choice="auto")
+    calls = len(response.tool_calls)
+    if calls >= 2:
+        return Finding("parallel tool calls", True, f"{calls} calls in one response", essential=False), False
+    return Finding(
+        "parallel tool calls",
+        False,
+        f"{calls} call(s) for two facts: memories are saved one round at a time (slower, still works)",
+        essential=False,
+    ), False
+
+
+async def _embeddings() -> tuple[Finding, bool]:
+    texts = ["I have a bad left shoulder.", "I'm giving a talk in June."]
+    # The gateway's embed is synchronous (it serves the memory services); off this loop.
+    vectors = await asyncio.to_thread(llm.embed, texts)
+    sizes = {len(vector.vector) for vector in vectors}
+    if len(vectors) != len(texts) or sizes == {0} or len(sizes) != 1:
+        return Finding("embeddings", False, "the server returned empty or uneven vectors"), False
+    return Finding("embeddings", True, f"{len(vectors)} vectors of {sizes.pop()} dimensions"), False
+
+
+def _json_object(arguments: str) -> bool:
+    try:
+        return isinstance(json.loads(arguments), dict)
+    except ValueError:
+        return False

@@ -1,0 +1,90 @@
+"""`manage.py check_model` says, in under a minute, whether memory can work with the model
+server the app is pointed at, and what it supports."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from infra import llm
+from offline_coach import ModelServer
+
+
+@pytest.fixture(autouse=True)
+def _fresh_gateway() -> Iterator[None]:
+    llm.forget_fallbacks()
+    yield
+    llm.forget_fallbacks()
+
+
+def check_model() -> str:
+    out = StringIO()
+    call_command("check_model", stdout=out)
+    return out.getvalue()
+
+
+# No database fixture: pytest-django refuses any query, so these also prove the command
+# never opens a connection.
+def test_the_offline_coach_passes_and_its_capabilities_are_printed(model_server: ModelServer) -> None:
+    started = time.monotonic()
+
+    printed = check_model()
+
+    assert time.monotonic() - started < 60
+    assert f"Model server: {model_server.base_url}" in printed
+    assert "ok    chat streaming: the reply came in" in printed and "with token usage" in printed
+    assert "ok    tool calling: a forced save_memory call, with JSON arguments" in printed
+    assert "ok    parallel tool calls: 2 calls in one response" in printed
+    assert "ok    embeddings: 2 vectors of" in printed
+    assert "Fallbacks the app will use with this server: none" in printed
+    assert "Token usage: counted by the server" in printed
+    assert printed.rstrip().endswith("Memory will work with this server.")
+    forced = model_server.chat_requests()[1]
+    assert forced["tool_choice"] == {"type": "function", "function": {"name": "save_memory"}}
+    assert [body["input"] for body in model_server.embedding_requests()] == [
+        ["I have a bad left shoulder.", "I'm giving a talk in June."]
+    ]
+
+
+def test_a_server_that_never_calls_tools_fails_saying_memory_will_not_work(model_server: ModelServer) -> None:
+    for _ in range(3):
+        model_server.queue_text("I'm only ever going to answer in words.")
+    out = StringIO()
+
+    with pytest.raises(CommandError) as failure:
+        call_command("check_model", stdout=out)
+
+    reason = str(failure.value)
+    assert reason.startswith("Memory will not work with this server.")
+    assert "tool calling: told to call save_memory, the model answered in words" in reason
+    printed = out.getvalue()
+    assert "ok    chat streaming" in printed
+    assert "FAIL  tool calling" in printed
+    assert "note  parallel tool calls: 0 call(s) for two facts" in printed
+    assert "ok    embeddings" in printed
+
+
+def test_a_server_without_embeddings_fails_saying_memory_will_not_work(model_server: ModelServer) -> None:
+    model_server.queue_embedding_error(404, "This server serves no embeddings.")
+
+    with pytest.raises(CommandError) as failure:
+        call_command("check_model", stdout=StringIO())
+
+    assert "Memory will not work with this server." in str(failure.value)
+    assert "embeddings: the model answered 404" in str(failure.value)
+    assert "This server serves no embeddings." in str(failure.value)
+
+
+def test_the_fallbacks_learned_from_the_server_are_printed(model_server: ModelServer) -> None:
+    # The first check offers no tools; the second is the first to send strict schemas.
+    model_server.queue_text("Hello!")
+    model_server.queue_error(400, "Unknown field: strict")
+
+    printed = check_model()
+
+    assert "Fallbacks the app will use with this server:\n  - tool schemas are sent without strict" in printed
+    assert printed.rstrip().endswith("Memory will work with this server.")
