@@ -39,14 +39,17 @@ from bench.setup import django_for_benchmarks
 django_for_benchmarks()
 
 from django.conf import settings  # noqa: E402
-from django.test import AsyncClient, Client  # noqa: E402
+from django.test import AsyncClient, Client, override_settings  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from accounts.models import User  # noqa: E402
 from bench.queries import QueryCounter  # noqa: E402
+from bench.stores import fill_with_longest_protected_notes  # noqa: E402
 from coach.models import ChatSession, Message  # noqa: E402
 from coach.services import message_post, session_start  # noqa: E402
 from infra import llm  # noqa: E402
+from infra.llm import Embedding  # noqa: E402
+from infra.tokens import estimate_tokens  # noqa: E402
 from memory.models import Memory, key_digest  # noqa: E402
 from offline_coach import ModelServer, bag_of_words_embedding  # noqa: E402
 
@@ -120,17 +123,108 @@ def measure_turns(server: ModelServer, memories: int, runs: int, queries: QueryC
         overheads, counts = [], []
         for number in range(runs):
             server.queue_text(REPLY)
-            before_queries, before_model = queries.count, clock.seconds
+            before_queries, before_steps, before_model = queries.count, queries.in_steps, clock.seconds
             started = time.perf_counter()
             await one_turn(client, session, number)
             elapsed = time.perf_counter() - started
             overheads.append((elapsed - (clock.seconds - before_model)) * 1000)
-            counts.append(queries.count - before_queries)
+            in_turn = queries.in_steps - before_steps
+            counts.append((queries.count - before_queries - in_turn, in_turn))
         return overheads, statistics.mode(counts)
 
-    overheads, count = asyncio.run(run())
+    overheads, (in_requests, in_turn) = asyncio.run(run())
     overheads.sort()
-    return {"p50": statistics.median(overheads), "p95": overheads[int(len(overheads) * 0.95) - 1], "queries": count}
+    return {
+        "p50": statistics.median(overheads),
+        "p95": overheads[int(len(overheads) * 0.95) - 1],
+        "queries": in_requests + in_turn,
+        "in_requests": in_requests,
+        "in_turn": in_turn,
+    }
+
+
+def model_calls_per_turn(server: ModelServer) -> dict[str, int]:
+    """How many times a turn asks the model, for what its first response holds: words alone;
+    words and a save that succeeds; words and a save refused as a near-copy (the model must
+    choose: merge, replace, skip or keep both); words and a search (the model must read
+    what was found)."""
+    user = person("bench-calls@example.com", 0)
+    session = session_start(user=user)
+    habit = {
+        "key": "club-runs",
+        "tier": "profile",
+        "category": "habit",
+        "summary": "Runs with her club on Saturday mornings",
+        "content": "Runs with her club on Saturday mornings",
+        "due_at": None,
+        "keep_separate": None,
+    }
+    cases = {
+        "words only": lambda: server.queue_text(REPLY),
+        "words and a save that succeeds": lambda: server.queue_tool_calls([("save_memory", habit)], text=REPLY),
+        "words and a save refused as a near-copy": lambda: (
+            server.queue_tool_calls([("save_memory", {**habit, "key": "saturday-club"})], text=REPLY),
+            server.queue_text("Noted."),
+        ),
+        "words and a search": lambda: (
+            server.queue_tool_calls([("search_memories", {"query": "weekend runs", "limit": None})], text=REPLY),
+            server.queue_text("Noted."),
+        ),
+    }
+
+    async def run() -> dict[str, int]:
+        client = AsyncClient()
+        await client.aforce_login(user)
+        calls = {}
+        for number, (case, queue) in enumerate(cases.items()):
+            queue()
+            before = len(server.chat_requests())
+            await one_turn(client, session, number)
+            calls[case] = len(server.chat_requests()) - before
+        return calls
+
+    with override_settings(EMBEDDING_MODEL="bag-of-words", MEMORY_DEDUP_THRESHOLD=0.9):
+        return asyncio.run(run())
+
+
+# What a whole history would hold, for the comparison with what the model is sent: 50
+# sessions of 8 exchanges, each message about 40 words and each reply about 120.
+SESSIONS, EXCHANGES, MESSAGE_WORDS, REPLY_WORDS = 50, 8, 40, 120
+
+
+def prompt_tokens(server: ModelServer) -> dict[str, int]:
+    """The tokens of the prompt the model is sent (4 characters a token, as the app budgets
+    them; the tool schemas come on top, the same for every turn) for a person with 0, 10
+    and 74 memories, and with the store at its ceiling of the longest protected notes; and
+    what sending the whole conversation history after 50 sessions would cost instead."""
+    figures = {}
+    people = {f"{n} memories": person(f"bench-tokens-{n}@example.com", n) for n in (0, 10, 74)}
+    people["60 protected notes of 2,000 characters (the ceiling)"] = longest_store()
+
+    async def asked(user: User, session: ChatSession) -> dict:
+        client = AsyncClient()
+        await client.aforce_login(user)
+        server.queue_text(REPLY)
+        await one_turn(client, session, 0)
+        return server.chat_requests()[-1]
+
+    for name, user in people.items():
+        body = asyncio.run(asked(user, session_start(user=user)))
+        figures[name] = sum(estimate_tokens(message.get("content") or "") for message in body["messages"])
+        figures["tools"] = estimate_tokens(json.dumps(body.get("tools") or []))
+    words = " ".join(["word"] * (MESSAGE_WORDS + REPLY_WORDS))
+    instructions = figures["0 memories"] - estimate_tokens("Question 0: how was my week?")
+    figures["whole history"] = instructions + SESSIONS * EXCHANGES * estimate_tokens(words)
+    return figures
+
+
+def longest_store() -> User:
+    """60 protected notes of the longest kind a person can have."""
+    user = User.objects.create_user("bench-longest@example.com", "bench-password", onboarded_at=timezone.now())
+    fill_with_longest_protected_notes(
+        user, lambda n: Embedding(bag_of_words_embedding(f"note {n}"), settings.EMBEDDING_MODEL)
+    )
+    return user
 
 
 def web_process(server: ModelServer, port: int) -> subprocess.Popen:
@@ -141,6 +235,15 @@ def web_process(server: ModelServer, port: int) -> subprocess.Popen:
         "OPENAI_API_KEY": "bench",
         "LOG_LEVEL": "WARNING",
         "DJANGO_SETTINGS_MODULE": "coach.settings",
+        # As production runs: no debug query log, no debug templates. Plain HTTP here,
+        # where production sits behind TLS.
+        "DJANGO_DEBUG": "false",
+        "SECURE_SSL_REDIRECT": "false",
+        "ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "SITE_URL": f"http://127.0.0.1:{port}",
+        # Required in production; nothing is mailed here.
+        "EMAIL_HOST": "smtp.example.com",
+        "EMAIL_USE_TLS": "true",
         # A benchmark person reloads far more often than any limit lets a real one.
         "COACH_MAX_OPEN_STREAMS": "100000",
         # Stopped between measurements mid-reply: the replies it is writing need not be
@@ -348,10 +451,14 @@ def main() -> None:
     server = ModelServer(scripted=True).start()
     settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY = server.base_url, "bench"
     settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]
+    # The turns measured in this process, as production runs them: without the debug query log.
+    settings.DEBUG = False
     # One benchmark person sends hundreds of messages a minute; the limits are for people.
     settings.COACH_MESSAGES_PER_MINUTE = settings.COACH_MAX_OPEN_STREAMS = 10**6
     queries, clock = QueryCounter(), ModelClock()
     turns = {memories: measure_turns(server, memories, args.runs, queries, clock) for memories in (0, 74)}
+    calls = model_calls_per_turn(server)
+    tokens = prompt_tokens(server)
     streams = measure_concurrent_streams(server, args.streams, args.ramp_seconds)
     model = model_alone(server, args.streams, args.ramp_seconds)
     reload = measure_reload(server, replies=10, readers=args.readers)
@@ -359,13 +466,35 @@ def main() -> None:
     server.stop()
 
     print()
-    print("| measurement | p50 | p95 | queries |")
-    print("|---|---:|---:|---:|")
+    print("| the app's own time per turn | p50 ms | p95 ms | queries: all | the requests | the turn |")
+    print("|---|---:|---:|---:|---:|---:|")
     for memories, figures in turns.items():
         print(
-            f"| app's own time per turn, {memories} memories (ms) | {figures['p50']:.1f} | {figures['p95']:.1f} "
-            f"| {figures['queries']} |"
+            f"| {memories} memories | {figures['p50']:.1f} | {figures['p95']:.1f} | {figures['queries']} "
+            f"| {figures['in_requests']} | {figures['in_turn']} |"
         )
+    print("(target: p95 under 10 ms, at most 6 queries; before this was trimmed: 28.7/31.6 ms and 19 queries")
+    print(" at 0 memories, 31.6/36.0 ms and 19 at 74, on a 2-core machine)")
+    print()
+    print("| the model's first response holds | model calls in the turn |")
+    print("|---|---:|")
+    for case, count in calls.items():
+        print(f"| {case} | {count} |")
+    print("(before: 2 for words with a save that succeeds; the same for the others)")
+    print()
+    print("| prompt tokens of a turn (4 characters a token) | tokens |")
+    print("|---|---:|")
+    for name, count in tokens.items():
+        if name not in ("tools", "whole history"):
+            print(f"| {name} | {count:,} |")
+    print(
+        f"| the whole conversation history instead, after {SESSIONS} sessions of {EXCHANGES} exchanges "
+        f"| {tokens['whole history']:,} |"
+    )
+    print(f"(the five tool schemas add {tokens['tools']:,} to each prompt that offers them)")
+    print()
+    print("| under load | p50 | p95 | |")
+    print("|---|---:|---:|---:|")
     print(
         f"| {args.streams} replies of 2 s opened over {args.ramp_seconds:g} s, one uvicorn: time to first words (ms) | "
         f"{streams['first_p50']:.1f} | {streams['first_p95']:.1f} | |"

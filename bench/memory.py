@@ -18,6 +18,7 @@ import itertools
 import json
 import random
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -29,7 +30,6 @@ from bench.setup import django_for_benchmarks
 
 django_for_benchmarks()
 
-from django.conf import settings  # noqa: E402
 from django.db import connection, reset_queries  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
@@ -38,6 +38,7 @@ from pgvector import Vector  # noqa: E402
 from pgvector.psycopg import register_vector  # noqa: E402
 
 from accounts.models import User  # noqa: E402
+from bench.stores import fill_with_longest_protected_notes  # noqa: E402
 from infra.encryption import encrypt  # noqa: E402
 from infra.llm import Embedding  # noqa: E402
 from memory.context import assemble_memory_context  # noqa: E402
@@ -201,16 +202,7 @@ def save(user: User, key: str, run: int, *, category: str = "habit") -> int:
 def measure_worst_stores(runs: int) -> dict[str, tuple[float, float, int, str]]:
     """60 protected coach notes of the longest kind, and a person with 500 forgotten notes."""
     full = User.objects.create_user("bench-protected@example.com", "x")
-    for n in range(60):
-        draft = MemoryDraft(
-            key=f"medical-{n + 1}",
-            tier="profile",
-            category="medical",
-            summary=("S" * 146) + f"{n:04d}",
-            content="C" * settings.MEMORY_CONTENT_MAX_CHARS,
-        )
-        embedding = Embedding(VECTORS[n % len(VECTORS)].to_list(), MODEL)
-        memory_save(user=full, draft=draft, source="coach", actor="coach", embedding=embedding)
+    fill_with_longest_protected_notes(full, lambda n: Embedding(VECTORS[n % len(VECTORS)].to_list(), MODEL))
     now = timezone.now()
     block = assemble_memory_context(user=full, now=now)
 
@@ -317,6 +309,77 @@ def measure_embeddings(runs: int) -> dict[str, tuple[float, float]]:
     return results
 
 
+def measure_tool_path(runs: int) -> dict[str, tuple[float, float, int]]:
+    """The model's tool calls as the turn makes them (`run_tool`, arguments as JSON text),
+    for a person with 74 memories, against an embeddings server that answers at once (the
+    offline coach's bag of words, in a process of its own): what the app itself spends on
+    a save and a search, its embedding request included."""
+    from django.test import override_settings
+
+    from infra import llm
+    from memory.tools import ToolContext, run_tool
+    from offline_coach import bag_of_words_embedding
+
+    port = 8799
+    server = subprocess.Popen([sys.executable, "-m", "offline_coach", "--port", str(port)], stdout=subprocess.PIPE)
+    try:
+        server.stdout.readline()  # its one status line: serving
+        with override_settings(OPENAI_BASE_URL=f"http://127.0.0.1:{port}/v1", OPENAI_API_KEY=""):
+            # Waits for its sentence model to load, which would otherwise take CPU mid-measurement.
+            llm.embed(["warm up"])
+        person = User.objects.create_user("bench-tools@example.com", "x", onboarded_at=timezone.now())
+        # 14 weekly episodes and 59 notes: a save brings the store to its 74 (60 besides the
+        # episodes) without evicting, as most saves do; evicting saves are measured above.
+        for n in range(PER_USER - 1):
+            text = f"{SHORT_TEXTS[n % len(SHORT_TEXTS)]} (note {n})"
+            category = "episode" if n < EPISODES else "habit"
+            draft = MemoryDraft(key=f"note-{n}", tier="episodic", category=category, summary=text, content=text)
+            embedding = Embedding(bag_of_words_embedding(text), "bag-of-words")
+            memory_save(user=person, draft=draft, source="coach", actor="coach", embedding=embedding)
+        assert person.memories.count() == PER_USER - 1
+        context = ToolContext(user=person)
+        saved: list[str] = []
+
+        def save_call(run: int) -> None:
+            key = f"tool-save-{next(SAVES)}"
+            arguments = {
+                "key": key,
+                "tier": "episodic",
+                "category": "habit",
+                # Words no other note has, so the save is not refused as a near-copy.
+                "summary": f"Swims {run} lengths on Tuesdays zq{run}x",
+                "content": f"Swims {run} lengths on Tuesdays at the lido zq{run}x",
+                "due_at": None,
+                "keep_separate": None,
+            }
+            context.writes = 0
+            result = json.loads(run_tool(context, "save_memory", json.dumps(arguments)))
+            assert result["status"] == "saved", result
+            saved.append(key)
+
+        def forget_saved() -> None:
+            person.memories.filter(key_digest__in=[key_digest(person.pk, key) for key in saved]).delete()
+            saved.clear()
+
+        def search_call(run: int) -> None:
+            arguments = json.dumps({"query": "weekend runs", "limit": None})
+            result = json.loads(run_tool(context, "search_memories", arguments))
+            assert result["status"] == "found", result
+
+        with override_settings(
+            OPENAI_BASE_URL=f"http://127.0.0.1:{port}/v1", OPENAI_API_KEY="", EMBEDDING_MODEL="bag-of-words"
+        ):
+            save = measure(save_call, runs, after=forget_saved)
+            search = measure(search_call, runs)
+        return {
+            "save_memory through run_tool (a new key, the 74th memory)": save,
+            "search_memories through run_tool (73 memories)": search,
+        }
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--users", type=int, default=10_000)
@@ -337,6 +400,7 @@ def main() -> None:
     results |= {(args.users, n): measure_user(user, args.runs) for n, user in users.items()}
 
     worst = measure_worst_stores(args.runs)
+    tool_path = measure_tool_path(args.runs)
     embeddings = measure_embeddings(args.runs)
 
     print()
@@ -351,6 +415,11 @@ def main() -> None:
     print("|---|---:|---:|---:|---|")
     for name, (p50, p95, queries, size) in worst.items():
         print(f"| {name} | {p50:.2f} | {p95:.2f} | {queries} | {size} |")
+    print()
+    print("| a tool call, embedding server answering at once | p50 ms | p95 ms | queries |")
+    print("|---|---:|---:|---:|")
+    for name, (p50, p95, queries) in tool_path.items():
+        print(f"| {name} | {p50:.2f} | {p95:.2f} | {queries} |")
     print()
     print("| embedding a short text, all-MiniLM-L6-v2 on this CPU | p50 ms per text | p95 ms per text |")
     print("|---|---:|---:|")

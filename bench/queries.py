@@ -8,16 +8,20 @@ from django.db.backends import utils as db_utils
 
 
 class QueryCounter:
-    """Counts the SQL statements of every thread (a turn or a plan runs in several)."""
+    """Counts the SQL statements of every thread (a turn or a plan runs in several), in all
+    and by the kind of thread that made them: a chat turn's steps run in `db-step` threads,
+    everything else (the requests) elsewhere."""
 
     def __init__(self) -> None:
         self.count = 0
+        self.in_steps = 0
         self._lock = threading.Lock()
         original = db_utils.CursorWrapper.execute
 
         def execute(cursor: db_utils.CursorWrapper, sql: str, params: object = None) -> object:
             with self._lock:
                 self.count += 1
+                self.in_steps += threading.current_thread().name.startswith("db-step")
             return original(cursor, sql, params)
 
         db_utils.CursorWrapper.execute = execute

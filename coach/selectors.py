@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 
 from coach.models import ChatSession, Message
 
@@ -44,8 +45,23 @@ def summarised_sessions_between(*, user: User, start: datetime, end: datetime) -
     )
 
 
+def session_to_write_in(*, user: User, pk: int) -> ChatSession | None:
+    """The person's conversation a message is sent to, with `running_turns` (as
+    running_turns_of counts them) read in the same statement: a message costs one query
+    less before it is saved."""
+    running = (
+        Message.objects.filter(session__user=user, role=Message.Role.USER, status__in=_RUNNING)
+        .order_by()
+        .values("session__user")
+        .annotate(count=Count("pk"))
+        .values("count")
+    )
+    return sessions_for_user(user=user).annotate(running_turns=Coalesce(Subquery(running), 0)).filter(pk=pk).first()
+
+
 def running_turns_of(*, user: User) -> int:
     """How many of the person's messages are waiting for, or getting, a reply now."""
-    return Message.objects.filter(
-        session__user=user, role=Message.Role.USER, status__in=[Message.Status.PENDING, Message.Status.ANSWERING]
-    ).count()
+    return Message.objects.filter(session__user=user, role=Message.Role.USER, status__in=_RUNNING).count()
+
+
+_RUNNING = (Message.Status.PENDING, Message.Status.ANSWERING)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Case, Q, When
 from django.utils import timezone
 
 from coach.conversation import Conversation, conversation_for_turn
@@ -91,16 +91,20 @@ def message_post(
     with transaction.atomic():
         # Serialises this session's submissions, so a double submit cannot slip through.
         session = ChatSession.objects.select_for_update().get(pk=session.pk)
-        if client_id is not None and (same := Message.objects.filter(session=session, client_id=client_id).first()):
-            return same
-        last = Message.objects.filter(session=session, role=Message.Role.USER).order_by("-created_at", "-pk").first()
-        if (
-            last is not None
-            and last.content == text
-            and last.status in (Message.Status.PENDING, Message.Status.ANSWERING)
-            and now - last.created_at < timedelta(seconds=DUPLICATE_WINDOW_SECONDS)
-        ):
-            return last
+        # One row answers both checks: the submission with this client id if there is one,
+        # else the person's last message, if it came within the last minute.
+        window_start = now - timedelta(seconds=DUPLICATE_WINDOW_SECONDS)
+        wanted = Q(role=Message.Role.USER, created_at__gt=window_start)
+        first = ["-created_at", "-pk"]
+        if client_id is not None:
+            wanted |= Q(client_id=client_id)
+            first.insert(0, Case(When(client_id=client_id, then=0), default=1))
+        found = Message.objects.filter(wanted, session=session).order_by(*first).first()
+        if found is not None and client_id is not None and found.client_id == client_id:
+            return found
+        unanswered = (Message.Status.PENDING, Message.Status.ANSWERING)
+        if found is not None and found.content == text and found.status in unanswered:
+            return found
         message = Message.objects.create(
             session=session,
             role=Message.Role.USER,
@@ -135,13 +139,19 @@ def turn_begin(*, user_id: int, message_id: int, now: datetime) -> tuple[User, M
     a claim whose conversation could not be assembled is not left standing. None when the
     message is not theirs, not waiting, or another turn has it."""
     with transaction.atomic():
-        message = (
-            Message.objects.select_related("session__user")
-            .filter(pk=message_id, role=Message.Role.USER, session__user_id=user_id)
-            .first()
-        )
-        if message is None or not turn_claim(message=message, now=now):
+        # The claim first: a turn that loses it (another tab's, another process's) has cost
+        # one statement, and the winner reads its message already marked as being answered.
+        # Every condition on the message's own columns (the owner through a subquery, not a
+        # join): a join makes Django update `WHERE id IN (a subquery)`, whose status test
+        # PostgreSQL does not look at again after waiting on a concurrent claim, so both
+        # would win.
+        theirs = ChatSession.objects.filter(user_id=user_id).values("pk")
+        claimed = Message.objects.filter(
+            pk=message_id, role=Message.Role.USER, session_id__in=theirs, status=Message.Status.PENDING
+        ).update(status=Message.Status.ANSWERING, error="", claimed_at=now)
+        if not claimed:
             return None
+        message = Message.objects.select_related("session__user").get(pk=message_id)
         user = message.session.user
         conversation = conversation_for_turn(user=user, message=message, now=now)
     return user, message, conversation

@@ -101,12 +101,15 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    # No page the app renders is kept by a browser or a proxy cache (most hold someone's data).
-    "coach.middleware.never_stored",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "allauth.account.middleware.AccountMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, and synchronous only: no page the app renders is kept by a browser or a proxy
+    # cache (most hold someone's data). Being synchronous and innermost, it makes everything
+    # between it and the static files one synchronous block, which a request enters once
+    # (coach/middleware.py says why that matters).
+    "coach.middleware.never_stored",
 ]
 
 ROOT_URLCONF = "coach.urls"

@@ -83,6 +83,19 @@ async def reply_append(message_id: int, kind: str, data: dict[str, Any], *, firs
     return str(event_id)
 
 
+async def words_append(message_id: int, kind: str, data: dict[str, Any], *, first: bool = False) -> bool:
+    """Add a piece of a reply being written (never its terminal event), and learn in the same
+    round trip whether the person asked its turn to stop."""
+    key = reply_key(message_id)
+    async with redis_async().pipeline(transaction=False) as pipe:
+        pipe.xadd(key, {"kind": kind, "data": json.dumps(data)}, maxlen=STREAM_MAX_EVENTS, approximate=True)
+        if first:
+            pipe.expire(key, UNFINISHED_KEEP_SECONDS)
+        pipe.exists(stop_key(message_id))
+        *_, stop = await pipe.execute()
+    return bool(stop)
+
+
 async def stop_requested(message_id: int) -> bool:
     return bool(await redis_async().exists(stop_key(message_id)))
 

@@ -4,7 +4,8 @@ The turn starts when the message is posted, on the turns' own loop (coach/runner
 whether or not a browser ever listens. It claims the message and assembles what the model
 is sent in one transaction; streams the model's answer with the memory tools offered; applies
 their calls in order between rounds, for at most COACH_MAX_TOOL_ROUNDS rounds (then it must
-answer in words); and saves the reply when whole. Every piece goes to the reply's Redis
+answer in words), and no further round when a response held its words and every write it
+asked for was done; and saves the reply when whole. Every piece goes to the reply's Redis
 stream (coach/streams.py) as it comes, where any reader follows it: the words, and a quiet
 cue for each memory saved, changed or suggested (the memory work never shows in the words).
 A turn that does not use memory (memory off, or a conversation not remembered) offers no
@@ -23,6 +24,7 @@ import asyncio
 import concurrent.futures
 import json
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -39,7 +41,7 @@ from infra import llm
 from infra.dbsteps import db_step
 from infra.llm import LLMError, ModelResponse, TextDelta
 from memory.tool_schemas import tool_definitions
-from memory.tools import ToolContext, run_tool
+from memory.tools import ToolContext, run_tool, settles
 
 logger = logging.getLogger(__name__)
 
@@ -62,10 +64,37 @@ class _TooSlow(TimeoutError):
     """The model did not start answering in time."""
 
 
+# The turns this process has started, by message, until each ends.
+_started: dict[int, concurrent.futures.Future[None]] = {}
+_started_lock = threading.Lock()
+
+
 def turn_start(*, user_id: int, message_id: int) -> concurrent.futures.Future[None]:
     """Answer the message in the background; returns at once. If another turn already holds
     the message (a reload, a second process), this one does nothing."""
-    return run_in_background(turn_run(user_id=user_id, message_id=message_id))
+    future = run_in_background(turn_run(user_id=user_id, message_id=message_id))
+    with _started_lock:
+        _started[message_id] = future
+    future.add_done_callback(lambda done: _forget_started(message_id, done))
+    return future
+
+
+def turn_start_unless_started(*, user_id: int, message_id: int) -> concurrent.futures.Future[None]:
+    """For a reader who finds its message still waiting: a turn this process started for it
+    a moment ago (the post that wrote it) is simply about to claim it, and a second would
+    only lose the claim, at the cost of a database step. Any other process's reader, or
+    one whose posting process died, starts one; the claim lets only one answer."""
+    with _started_lock:
+        started = _started.get(message_id)
+    if started is not None and not started.done():
+        return started
+    return turn_start(user_id=user_id, message_id=message_id)
+
+
+def _forget_started(message_id: int, done: concurrent.futures.Future[None]) -> None:
+    with _started_lock:
+        if _started.get(message_id) is done:
+            del _started[message_id]
 
 
 async def turn_run(*, user_id: int, message_id: int) -> None:
@@ -78,7 +107,8 @@ async def turn_run(*, user_id: int, message_id: int) -> None:
     if begun is None:
         return
     user, message, conversation = begun
-    words = _Words(message.pk)
+    stop = _StopWatch(message.pk)
+    words = _Words(message.pk, stop)
     usage = _Usage()
     context = ToolContext(
         user=user,
@@ -90,7 +120,7 @@ async def turn_run(*, user_id: int, message_id: int) -> None:
     try:
         async with asyncio.timeout(settings.COACH_TURN_DEADLINE_SECONDS):
             try:
-                await _converse(context, conversation.messages, words, usage)
+                await _converse(context, conversation.messages, words, usage, stop)
             finally:
                 await words.settle()
         if not words.text.strip():
@@ -127,8 +157,9 @@ class _Words:
     later: a fast model's burst is one write and one wake-up for each reader, not one per
     token, while the first words of a pause still go out at once."""
 
-    def __init__(self, message_id: int) -> None:
+    def __init__(self, message_id: int, stop: _StopWatch) -> None:
         self._message_id = message_id
+        self._stop = stop
         self._parts: list[str] = []
         self._unsent: list[str] = []
         self._new_round = False
@@ -186,7 +217,7 @@ class _Words:
         if self._stream_down:
             return
         try:
-            await streams.reply_append(self._message_id, kind, data, first=not self._sent_any)
+            self._stop.seen(await streams.words_append(self._message_id, kind, data, first=not self._sent_any))
         except RedisError as error:
             # The reply goes on, and is saved whole: readers learn it from the database.
             self._stream_down = True
@@ -199,6 +230,27 @@ class _Words:
     @property
     def text(self) -> str:
         return "".join(self._parts)
+
+
+class _StopWatch:
+    """Whether the person asked the turn to stop. The Stop may come from any web process:
+    it is a flag in Redis, learned with each piece of the reply written (in the same round
+    trip), and looked up on its own only when nothing was written for STOP_CHECK_SECONDS."""
+
+    def __init__(self, message_id: int) -> None:
+        self._message_id = message_id
+        self._asked = False
+        # A Stop needs the turn's stream to show on first, so the first look is a moment in.
+        self._seen_at = time.monotonic()
+
+    def seen(self, asked: bool) -> None:
+        self._asked = self._asked or asked
+        self._seen_at = time.monotonic()
+
+    async def asked(self) -> bool:
+        if not self._asked and time.monotonic() - self._seen_at >= STOP_CHECK_SECONDS:
+            self.seen(await _stop_requested(self._message_id))
+        return self._asked
 
 
 class _Usage:
@@ -230,7 +282,9 @@ def _estimated_tokens(text: str) -> int:
     return -(-len(text) // CHARACTERS_PER_TOKEN)
 
 
-async def _converse(context: ToolContext, messages: list[dict[str, Any]], words: _Words, usage: _Usage) -> None:
+async def _converse(
+    context: ToolContext, messages: list[dict[str, Any]], words: _Words, usage: _Usage, stop: _StopWatch
+) -> None:
     """The model's rounds: words streamed as they come, tool calls applied in order between."""
     for round_number in range(settings.COACH_MAX_TOOL_ROUNDS + 1):
         # The last round offers no tools: the model has to answer in words. Nor does a turn
@@ -239,7 +293,7 @@ async def _converse(context: ToolContext, messages: list[dict[str, Any]], words:
         last_round = round_number == settings.COACH_MAX_TOOL_ROUNDS
         tools = tool_definitions() if context.remembers and not last_round else None
         words.next_round()
-        response = await _one_response(context.message_id, messages, tools=tools, on_text=words.add)
+        response = await _one_response(messages, tools=tools, on_text=words.add, stop=stop)
         usage.add(response, messages, tools)
         if not response.tool_calls or last_round:
             # Tool calls in the last round are not run; without words, the turn fails.
@@ -256,36 +310,36 @@ async def _converse(context: ToolContext, messages: list[dict[str, Any]], words:
         )
         # In order, each seeing the one before: two near-identical saves in one response
         # meet the dedup check one after the other.
+        results = []
         for call in response.tool_calls:
             seen = len(context.changes)
             result = await db_step(run_tool, context, call.name, call.arguments)
+            results.append(result)
             messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
             for change in context.changes[seen:]:
                 await words.cue(change.cue())
+        if response.text.strip() and all(settles(result) for result in results):
+            # The reply came with its writes, and every one was done: another round would
+            # send the whole prompt again to learn nothing.
+            return
 
 
 async def _one_response(
-    message_id: int | None,
     messages: list[dict[str, Any]],
     *,
     tools: list[dict[str, Any]] | None,
     on_text: Callable[[str], Awaitable[None]],
+    stop: _StopWatch,
 ) -> ModelResponse:
     response: ModelResponse | None = None
-    # A Stop needs the turn's stream to show on first, so the first look is a moment in.
-    next_check = time.monotonic() + STOP_CHECK_SECONDS
     # The model must start within COACH_FIRST_WORDS_SECONDS; once it has, the turn's own
     # deadline is the only one left.
     try:
         async with asyncio.timeout(settings.COACH_FIRST_WORDS_SECONDS) as first_words:
             async for piece in llm.stream_chat(messages, tools=tools):
                 first_words.reschedule(None)
-                if message_id is not None and time.monotonic() >= next_check:
-                    # The Stop may come from any web process: it is a flag in Redis, read a few
-                    # times a second rather than for every token.
-                    if await _stop_requested(message_id):
-                        raise _Stopped
-                    next_check = time.monotonic() + STOP_CHECK_SECONDS
+                if await stop.asked():
+                    raise _Stopped
                 if isinstance(piece, TextDelta):
                     await on_text(piece.text)
                 else:

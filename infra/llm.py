@@ -175,16 +175,19 @@ def embed(texts: list[str]) -> list[Embedding]:
     model = settings.EMBEDDING_MODEL
     _off_the_database()
     try:
-        # base64 is what the SDK asks for anyway; said outright, it leaves the decoding to
-        # _vector_of, which also takes the floats some servers send whatever was asked.
-        response = _client().embeddings.create(model=model, input=texts, encoding_format="base64")
+        # The SDK's documented low-level request, as for the chat: the answer as plain JSON,
+        # without a model object built for it. base64 (compact float32) is asked for; the
+        # decoding is _vector_of's, which also takes the floats some servers send anyway.
+        response = _client().post(
+            "/embeddings", body={"model": model, "input": texts, "encoding_format": "base64"}, cast_to=object
+        )
     except openai.OpenAIError as error:
         raise as_llm_error(error) from error
-    data = getattr(response, "data", None)
-    items = list(data) if isinstance(data, list) else []
-    if all(isinstance(getattr(item, "index", None), int) for item in items):
-        items.sort(key=lambda item: item.index)
-    vectors = [_vector_of(getattr(item, "embedding", None)) for item in items]
+    data = response.get("data") if isinstance(response, dict) else None
+    items = [item if isinstance(item, dict) else {} for item in data] if isinstance(data, list) else []
+    if all(isinstance(item.get("index"), int) for item in items):
+        items.sort(key=lambda item: item["index"])
+    vectors = [_vector_of(item.get("embedding")) for item in items]
     if len(vectors) != len(texts):
         raise LLMError(f"asked for {len(texts)} embeddings, got {len(vectors)}", retryable=True)
     if len({len(vector) for vector in vectors}) > 1:

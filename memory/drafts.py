@@ -50,6 +50,10 @@ class MemoryNoRoom(MemoryWriteError):
     all it may, and nothing in it may be forgotten to make room."""
 
 
+class MemoryOff(MemoryWriteError):
+    """A coach write while the person has memory off (turned off while the model wrote)."""
+
+
 class MemoryChanged(MemoryWriteError):
     """The memory changed after the writer read it; `memory` is how it stands now."""
 

@@ -28,7 +28,7 @@ def proposal_make(*, user: User, memory: Memory, kind: str, draft: MemoryDraft |
     """Ask the user to confirm a change the coach may not make itself."""
     proposed = draft.to_json() if draft is not None else None
     with transaction.atomic():
-        lock_user(user)
+        lock_user(user, actor=Actor.COACH)
         pending = MemoryProposal.objects.filter(
             user=user, memory=memory, kind=kind, status=MemoryProposal.Status.PENDING
         )

@@ -22,9 +22,12 @@ class SimilarMemory:
     similarity: float
 
 
-def memory_list_for_user(*, user: User) -> QuerySet[Memory]:
+def memory_list_for_user(*, user: User, in_use_only: bool = False) -> QuerySet[Memory]:
+    """`in_use_only`: what the coach may read, which is nothing while the person has memory
+    off; checked in the same statement, so it costs no query of its own."""
     # The embedding (thousands of floats a row) is only ever compared in SQL: not loaded.
-    return Memory.objects.filter(user=user).defer("embedding")
+    memories = Memory.objects.filter(user=user).defer("embedding")
+    return memories.filter(user__memory_enabled=True) if in_use_only else memories
 
 
 def memory_facts_for_user(*, user: User) -> list[MemoryFacts]:
@@ -36,13 +39,20 @@ def memory_facts_for_user(*, user: User) -> list[MemoryFacts]:
     ]
 
 
-def memory_by_key(*, user: User, key: str) -> Memory | None:
+def memory_by_key(*, user: User, key: str, in_use_only: bool = False) -> Memory | None:
     """The person's memory named `key`, found by its digest (keys are encrypted)."""
-    return memory_list_for_user(user=user).filter(key_digest=key_digest(user.pk, key)).first()
+    memories = memory_list_for_user(user=user, in_use_only=in_use_only)
+    return memories.filter(key_digest=key_digest(user.pk, key)).first()
 
 
 def memories_by_similarity(
-    *, user: User, vector: list[float], model: str, limit: int, exclude_id: int | None = None
+    *,
+    user: User,
+    vector: list[float],
+    model: str,
+    limit: int,
+    exclude_id: int | None = None,
+    in_use_only: bool = False,
 ) -> list[SimilarMemory]:
     """The user's memories nearest to `vector`, nearest first.
 
@@ -53,7 +63,7 @@ def memories_by_similarity(
     Only embeddings of the current model are comparable; others wait for re-embedding.
     """
     queryset = (
-        memory_list_for_user(user=user)
+        memory_list_for_user(user=user, in_use_only=in_use_only)
         .filter(embedding_model=model, embedding__isnull=False)
         .annotate(distance=CosineDistance("embedding", vector))
         .order_by("distance", "pk")
@@ -63,10 +73,11 @@ def memories_by_similarity(
     return [SimilarMemory(memory=m, similarity=round(1.0 - float(m.distance), 4)) for m in queryset[:limit]]
 
 
-def memories_by_keys(*, user: User, keys: list[str]) -> list[Memory]:
+def memories_by_keys(*, user: User, keys: list[str], in_use_only: bool = False) -> list[Memory]:
     """The person's memories named by `keys`, in that order; unknown keys are left out."""
     digests = {key_digest(user.pk, key): key for key in keys}
-    found = {digests[m.key_digest]: m for m in memory_list_for_user(user=user).filter(key_digest__in=digests)}
+    memories = memory_list_for_user(user=user, in_use_only=in_use_only).filter(key_digest__in=digests)
+    found = {digests[m.key_digest]: m for m in memories}
     return [found[key] for key in dict.fromkeys(keys) if key in found]
 
 

@@ -83,14 +83,15 @@ def memory_save(
     memory being as the writer read it (MemoryChanged otherwise). A write by anyone but
     the person that the ceiling has no room for is refused (MemoryNoRoom) and leaves
     nothing behind. What is protected is stored under a neutral key, which the outcome's
-    memory carries. `merged` records an update that folds a near-duplicate in.
+    memory carries. `merged` records an update that folds a near-duplicate in. The coach
+    writes nothing while the person has memory off (MemoryOff).
     """
     now = now or timezone.now()
     draft = validate_draft(draft, now=now)
     if embedding is None:
         embedding = embed_memory(summary=draft.summary, content=draft.content)
     with transaction.atomic():
-        lock_user(user)
+        lock_user(user, actor=actor)
         before = store_facts(user)
         memory = Memory.objects.select_for_update().keyed(user.pk, draft.key).first()
         if memory is None:
@@ -170,7 +171,7 @@ def memory_delete(
     the page holds); nothing of it stays on the server."""
     now = now or timezone.now()
     with transaction.atomic():
-        lock_user(user)
+        lock_user(user, actor=actor)
         memory = Memory.objects.select_for_update().filter(user=user, pk=memory_id).first()
         if memory is None:
             raise MemoryNotFound(GONE)

@@ -15,7 +15,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from infra.llm import Embedding
-from memory.drafts import MemoryDraft, MemoryNoRoom
+from memory.drafts import MemoryDraft, MemoryNoRoom, MemoryOff
 from memory.keys import is_neutral, needs_neutral_key, neutral_key
 from memory.models import Memory, MemoryEvent
 from memory.policy import Eviction, MemoryFacts, coach_write_refusal, plan_eviction
@@ -27,10 +27,16 @@ if TYPE_CHECKING:
 Actor = MemoryEvent.Actor
 
 
-def lock_user(user: User) -> None:
-    # Serialises every memory write of one person: the eviction plan reads the whole store,
-    # so two concurrent saves must not both plan against the same 60 rows.
-    get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("pk", flat=True).get()
+def lock_user(user: User, *, actor: str | None = None) -> None:
+    """Serialises every memory write of one person: the eviction plan reads the whole store,
+    so two concurrent saves must not both plan against the same 60 rows. A write by the
+    coach is refused (MemoryOff) while the person has memory off, read from the row it
+    locks, so no write slips in after they turned it off."""
+    memory_enabled = (
+        get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("memory_enabled", flat=True).get()
+    )
+    if actor == Actor.COACH and not memory_enabled:
+        raise MemoryOff("memory is off: nothing was saved")
 
 
 def store_facts(user: User) -> list[MemoryFacts]:

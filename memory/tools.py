@@ -29,6 +29,7 @@ from memory.drafts import (
     MemoryChanged,
     MemoryDraft,
     MemoryNoRoom,
+    MemoryOff,
     MemoryWriteError,
     feedback_missing,
     validate_draft,
@@ -101,7 +102,9 @@ MEMORY_OFF_RESULT = {
 
 def run_tool(context: ToolContext, name: str, raw_arguments: str) -> str:
     """Apply one tool call and return its result as JSON text for the model."""
-    if not (context.remembers and _memory_on(context.user)):
+    # Whether the person has memory on is read with each call's own statements (no query
+    # of its own): memory turned off while the model was writing is off for its next call.
+    if not context.remembers:
         return json.dumps(MEMORY_OFF_RESULT, ensure_ascii=False)
     try:
         arguments = _parse_arguments(name, raw_arguments)
@@ -112,6 +115,8 @@ def run_tool(context: ToolContext, name: str, raw_arguments: str) -> str:
         result = _HANDLERS[name](context, **arguments)
     except ToolRefusal as refusal:
         result = {"status": "error", "error": str(refusal)}
+    except MemoryOff:
+        result = MEMORY_OFF_RESULT
     except MemoryNoRoom as refusal:
         result = {
             "status": "not_saved",
@@ -136,10 +141,25 @@ def run_tool(context: ToolContext, name: str, raw_arguments: str) -> str:
     return json.dumps(result, ensure_ascii=False)
 
 
-def _memory_on(user: User) -> bool:
-    # Read again for each call, not taken from the turn's start: memory turned off while
-    # the model was writing is off for its next call.
-    return bool(get_user_model().objects.filter(pk=user.pk, memory_enabled=True).exists())
+# Results that leave the model nothing to decide: the write was applied (or put to the person).
+_SETTLED = frozenset({"saved", "updated", "deleted", "proposed", "unchanged"})
+
+
+def settles(result: str) -> bool:
+    """Whether a tool's result (as run_tool returned it) is a write that was done: the model
+    learns nothing from it that its reply could need. A refusal, an error, a near-copy flag
+    or anything read (a search, a recall) is for the model to act on."""
+    try:
+        status = json.loads(result).get("status")
+    except (ValueError, AttributeError):
+        return False
+    return status in _SETTLED
+
+
+def _require_memory_on(context: ToolContext) -> None:
+    """Where a read found nothing: it reads nothing while memory is off, so say which it was."""
+    if not get_user_model().objects.filter(pk=context.user.pk, memory_enabled=True).exists():
+        raise MemoryOff("memory is off")
 
 
 def _parse_arguments(name: str, raw_arguments: str) -> dict[str, Any]:
@@ -181,7 +201,8 @@ def _save_memory(
         now=now,
     )
     _require_feedback_shape(draft)
-    existing = memory_by_key(user=context.user, key=key)
+    # Writes check that memory is on as they lock the person's row (memory.store.lock_user).
+    existing = memory_by_key(user=context.user, key=key, in_use_only=True)
     if existing is not None and existing.is_protected:
         return _propose(context, existing, MemoryProposal.Kind.UPDATE, draft, reason="the coach saved new text")
     embedding = embed_memory(summary=draft.summary, content=draft.content)
@@ -199,6 +220,7 @@ def _save_memory(
                 model=embedding.model,
                 limit=DEDUP_CANDIDATES,
                 exclude_id=existing.pk if existing else None,
+                in_use_only=True,
             )
             if s.similarity >= settings.MEMORY_DEDUP_THRESHOLD
         ]
@@ -268,8 +290,9 @@ def _update_memory(
     clear: list[str] | None,
     reason: str,
 ) -> dict[str, Any]:
-    memory = memory_by_key(user=context.user, key=key)
+    memory = memory_by_key(user=context.user, key=key, in_use_only=True)
     if memory is None:
+        _require_memory_on(context)
         raise ToolRefusal(f"there is no memory {key!r}; save_memory creates one")
     current = MemoryDraft.of(memory)
     changes = {"summary": summary, "content": content, "tier": tier, "category": category, "status": status}
@@ -305,8 +328,9 @@ def _update_memory(
 
 
 def _delete_memory(context: ToolContext, *, key: str, reason: str) -> dict[str, Any]:
-    memory = memory_by_key(user=context.user, key=key)
+    memory = memory_by_key(user=context.user, key=key, in_use_only=True)
     if memory is None:
+        _require_memory_on(context)
         raise ToolRefusal(f"there is no memory {key!r}")
     if memory.is_protected:
         return _propose(context, memory, MemoryProposal.Kind.DELETE, None, reason=reason)
@@ -320,7 +344,11 @@ def _search_memories(context: ToolContext, *, query: str, limit: int | None) -> 
         raise ToolRefusal("the query is empty")
     limit = max(1, min(limit or settings.MEMORY_SEARCH_LIMIT, settings.MEMORY_SEARCH_LIMIT))
     embedding = embed_query(query)
-    found = memories_by_similarity(user=context.user, vector=embedding.vector, model=embedding.model, limit=limit)
+    found = memories_by_similarity(
+        user=context.user, vector=embedding.vector, model=embedding.model, limit=limit, in_use_only=True
+    )
+    if not found:
+        _require_memory_on(context)
     return {
         "status": "found",
         "memories": [
@@ -339,7 +367,9 @@ def _search_memories(context: ToolContext, *, query: str, limit: int | None) -> 
 def _recall_memory(context: ToolContext, *, keys: list[str]) -> dict[str, Any]:
     if not keys or len(keys) > RECALL_MAX_KEYS:
         raise ToolRefusal(f"ask for between 1 and {RECALL_MAX_KEYS} keys")
-    found = memories_by_keys(user=context.user, keys=keys)
+    found = memories_by_keys(user=context.user, keys=keys, in_use_only=True)
+    if not found:
+        _require_memory_on(context)
     return {
         "status": "found",
         "memories": [_full(m) for m in found],

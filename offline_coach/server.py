@@ -8,8 +8,10 @@ stream cut off mid-way) reads as a broken response to the client, not a short on
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -89,11 +91,13 @@ class ModelServer:
         return self
 
     def stop(self) -> None:
-        """Stop accepting connections and close the socket. Responses under way run out on their own."""
+        """Stop accepting connections and close the socket, and the connections kept open
+        between requests. Responses under way run out on their own."""
         if self._httpd is None:
             return
         self._httpd.shutdown()
         self._httpd.server_close()
+        self._httpd.close_idle_connections()
         if self._thread is not None:
             self._thread.join()
         self._httpd = self._thread = None
@@ -232,6 +236,25 @@ class _HTTPServer(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], coach: ModelServer) -> None:
         super().__init__(address, _Handler)
         self.coach = coach
+        # Connections kept open for their client's next request, as an OpenAI-compatible
+        # server keeps them: a client pays for a connection once, not for every request.
+        self._idle: set[socket.socket] = set()
+        self._idle_lock = threading.Lock()
+
+    def connection_idle(self, connection: socket.socket, idle: bool) -> None:
+        with self._idle_lock:
+            if idle:
+                self._idle.add(connection)
+            else:
+                self._idle.discard(connection)
+
+    def close_idle_connections(self) -> None:
+        """End the connections waiting for another request: a stopped server answers nothing."""
+        with self._idle_lock:
+            idle, self._idle = self._idle, set()
+        for connection in idle:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
 
     def handle_error(self, request: object, client_address: object) -> None:
         # A client that hangs up mid-stream is routine, not an error worth a traceback on stderr.
@@ -242,7 +265,29 @@ class _Handler(BaseHTTPRequestHandler):
     server: _HTTPServer
     protocol_version = "HTTP/1.1"
     server_version = "OfflineCoach/1.0"
+    # Headers and body go out as separate writes; on a connection kept open, Nagle's
+    # algorithm would hold the body until the client acknowledged the headers (40 ms).
+    disable_nagle_algorithm = True
     timeout = READ_TIMEOUT_SECONDS
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.connection_idle(self.connection, True)
+
+    def finish(self) -> None:
+        self.server.connection_idle(self.connection, False)
+        super().finish()
+
+    def handle_one_request(self) -> None:
+        # Idle while it waits for the request line; busy from then until the answer is out.
+        try:
+            super().handle_one_request()
+        finally:
+            self.server.connection_idle(self.connection, not self.close_connection)
+
+    def parse_request(self) -> bool:
+        self.server.connection_idle(self.connection, False)
+        return super().parse_request()
 
     def do_GET(self) -> None:
         if self._path() == MODELS_PATH:
@@ -296,7 +341,8 @@ class _Handler(BaseHTTPRequestHandler):
             case Drop(text):
                 self._drop(text, model=model, stream=stream)
             case RawStream(events, chunk_delay_seconds):
-                self._start_event_stream()
+                # A provider's stream replayed as it was captured, whatever it holds.
+                self._start_event_stream(keep_open=False)
                 for index, event in enumerate(events):
                     if index and chunk_delay_seconds:
                         time.sleep(chunk_delay_seconds)
@@ -340,12 +386,12 @@ class _Handler(BaseHTTPRequestHandler):
         if stream:
             writer = wire.ChunkWriter(model=model)
             reply = Reply(text=text)
-            self._start_event_stream()
+            self._start_event_stream(keep_open=False)
             for chunk in [writer.opening(reply), *writer.text(text)]:
                 self._send_event(json.dumps(chunk))
             return
         data = json.dumps(wire.completion(Reply(text=text), model=model, prompt_tokens=0)).encode()
-        self._send_head(200, "application/json", length=len(data))
+        self._send_head(200, "application/json", length=len(data), keep_open=False)
         self.wfile.write(data[: len(data) // 2])
 
     # Embeddings ----------------------------------------------------------------------
@@ -412,8 +458,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_error(self, status: int, message: str) -> None:
         self._send_json(status, wire.error(status, message))
 
-    def _send_head(self, status: int, content_type: str, *, length: int | None = None) -> None:
-        self.close_connection = True
+    def _send_head(self, status: int, content_type: str, *, length: int | None = None, keep_open: bool = True) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         if length is None:
@@ -421,11 +466,14 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Cache-Control", "no-cache")
         else:
             self.send_header("Content-Length", str(length))
-        self.send_header("Connection", "close")
+        if not keep_open:
+            # Its framing will not hold: the connection ends with the response.
+            self.close_connection = True
+            self.send_header("Connection", "close")
         self.end_headers()
 
-    def _start_event_stream(self) -> None:
-        self._send_head(200, "text/event-stream; charset=utf-8")
+    def _start_event_stream(self, *, keep_open: bool = True) -> None:
+        self._send_head(200, "text/event-stream; charset=utf-8", keep_open=keep_open)
 
     def _send_event(self, data: str) -> None:
         event = f"data: {data}\n\n".encode()

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import RequestDataTooBig
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -27,7 +27,13 @@ from redis import RedisError
 from coach import streams
 from coach.limits import within_rate
 from coach.models import ChatSession, Message
-from coach.selectors import messages_for_user, running_turns_of, session_messages, sessions_for_user
+from coach.selectors import (
+    messages_for_user,
+    running_turns_of,
+    session_messages,
+    session_to_write_in,
+    sessions_for_user,
+)
 from coach.services import MessageRejected, message_post, message_retry, session_end, session_start
 from coach.turn import turn_start
 
@@ -118,10 +124,12 @@ def session_page(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def message_send(request: HttpRequest, pk: int) -> HttpResponse:
     """Save the person's message (once) and start its turn; hand the page the reply to follow."""
-    session = get_object_or_404(sessions_for_user(user=request.user), pk=pk)
+    session = session_to_write_in(user=request.user, pk=pk)
+    if session is None:
+        raise Http404("No such conversation.")
     text, error = _posted_text(request)
     if error is None:
-        error = _limits_refuse(request)
+        error = _limits_refuse(request, running_turns=session.running_turns)
     if error is not None:
         return _composer_error(request, *error, session=session)
     try:
@@ -206,11 +214,14 @@ def _posted_text(request: HttpRequest) -> tuple[str, tuple[str, int] | None]:
         return "", (TOO_LONG.format(most=settings.COACH_MAX_MESSAGE_CHARS), 413)
 
 
-def _limits_refuse(request: HttpRequest) -> tuple[str, int] | None:
+def _limits_refuse(request: HttpRequest, *, running_turns: int | None = None) -> tuple[str, int] | None:
+    """`running_turns`: the person's turns under way, where the caller read them already."""
     user = request.user
     if not within_rate(user.pk, "messages", limit=settings.COACH_MESSAGES_PER_MINUTE, window_seconds=60):
         return TOO_MANY_MESSAGES, 429
-    if running_turns_of(user=user) >= settings.COACH_MAX_TURNS_AT_ONCE:
+    if running_turns is None:
+        running_turns = running_turns_of(user=user)
+    if running_turns >= settings.COACH_MAX_TURNS_AT_ONCE:
         return TOO_MANY_TURNS, 429
     return None
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
@@ -30,8 +31,8 @@ from coach import streams
 from coach.models import Message
 from coach.rendering import render_reply
 from coach.selectors import sessions_for_user
-from coach.turn import FAILED_RETRYABLE, turn_start
-from infra.dbsteps import db_step, release_request_connection
+from coach.turn import FAILED_RETRYABLE, turn_start_unless_started
+from infra.dbsteps import db_step, release_connection, release_request_connection
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -51,24 +52,25 @@ SESSION_READER_SECONDS = 600
 WITHOUT_REDIS_POLL_SECONDS = 1.0
 
 
-@login_required
 @require_GET
 @never_cache
 async def reply_stream(request: HttpRequest, pk: int, message_pk: int) -> HttpResponse:
     """The reply to one message: every event so far, then each new one until the last."""
-    user = await request.auser()
-    # In the request's own thread, on the connection that loaded the login, then given back.
-    message = await sync_to_async(_message_of)(user, pk, message_pk)
-    await release_request_connection()
+    # Who asks and their message in one trip to the request's own thread (not one for the
+    # login and another for the message), on the connection that loads the login, which is
+    # given back before the stream begins.
+    user, message = await sync_to_async(_reader_and_message)(request, pk, message_pk)
+    if user is None:
+        return redirect_to_login(request.get_full_path())
     if message is None:
         raise Http404("No such message.")
     token = await _reader_open(user.pk)
     if token is None:
         return HttpResponse(TOO_MANY_STREAMS, status=429, content_type="text/plain; charset=utf-8")
     if message.status == Message.Status.PENDING:
-        # Posted, yet no turn has it (its web process died before starting one): start it.
-        # A turn already starting claims it first and this one does nothing.
-        turn_start(user_id=user.pk, message_id=message.pk)
+        # Posted, yet no turn has it: its turn is about to claim it, or its web process died
+        # before starting one. Start one unless this process already has.
+        turn_start_unless_started(user_id=user.pk, message_id=message.pk)
     after = request.headers.get("Last-Event-ID") or "0"
     return _event_stream(_reply_events(user.pk, token, message, after=after))
 
@@ -209,6 +211,17 @@ def _memory_links(cue: dict[str, Any]) -> dict[str, str]:
     if action == "saved":
         links["undo_url"] = reverse("memory_delete", kwargs={"pk": memory_id})
     return links
+
+
+def _reader_and_message(request: HttpRequest, session_pk: int, message_pk: int) -> tuple[User | None, Message | None]:
+    """The person signed in (None for a visitor) and their message (None if not theirs)."""
+    try:
+        user = request.user
+        if not user.is_authenticated:
+            return None, None
+        return user, _message_of(user, session_pk, message_pk)
+    finally:
+        release_connection()
 
 
 def _message_of(user: User, session_pk: int, message_pk: int) -> Message | None:

@@ -5,6 +5,7 @@ Everything is driven over real HTTP with the openai SDK, the way the app talks t
 
 from __future__ import annotations
 
+import http.client
 import itertools
 import json
 import math
@@ -68,7 +69,7 @@ def test_a_text_answer_streams_word_by_word_and_ends_with_done(server: ModelServ
 
     with urllib.request.urlopen(chat_request(server, {"messages": MESSAGES, "stream": True}), timeout=5) as response:
         assert response.headers["Content-Type"].startswith("text/event-stream")
-        assert response.headers["Connection"] == "close"
+        assert response.headers["Transfer-Encoding"] == "chunked"
         events = [event for event in response.read().decode().split("\n\n") if event]
 
     assert all(event.startswith("data: ") for event in events)
@@ -79,6 +80,28 @@ def test_a_text_answer_streams_word_by_word_and_ends_with_done(server: ModelServ
     assert "".join(content or "" for content in contents) == "Keep the first week easy and sleep well."
     assert {chunk["object"] for chunk in chunks} == {"chat.completion.chunk"}
     assert [chunk["choices"][0]["finish_reason"] for chunk in chunks][-1] == "stop"
+
+
+def test_a_connection_stays_open_for_the_next_request_and_closes_when_the_server_stops() -> None:
+    server = ModelServer(scripted=True).start()
+    server.queue_text("First answer.")
+    server.queue_text("Second answer.")
+    connection = http.client.HTTPConnection(server.host, server.port, timeout=5)
+    answers = []
+    for _ in range(2):
+        body = json.dumps({"messages": MESSAGES, "stream": True})
+        connection.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+        response = connection.getresponse()
+        answers.append(response.read().decode())
+        # The same socket carries both: a client pays for its connection once.
+        assert not response.will_close
+    first_socket = connection.sock
+
+    server.stop()
+
+    assert "First" in answers[0] and "Second" in answers[1]
+    assert connection.sock is first_socket
+    assert first_socket.recv(1) == b"", "a stopped server keeps no connection open"
 
 
 def test_the_sdk_reassembles_a_streamed_answer(client: openai.OpenAI, server: ModelServer) -> None:

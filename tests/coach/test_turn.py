@@ -131,11 +131,10 @@ def test_tool_calls_are_applied_in_order_and_their_results_sent_back_invisibly(
     assert "save" not in words_of(received).lower() and "{" not in words_of(received)
 
 
-def test_words_sent_with_a_save_are_the_reply_when_the_next_round_adds_nothing(
+def test_words_sent_with_a_save_that_succeeds_end_the_turn_without_another_model_call(
     live_app: str, person: Client, user: User, model_server: ModelServer
 ) -> None:
     model_server.queue_tool_calls([("save_memory", SHOULDER_SAVE)], text="Noted: no overhead pressing.")
-    model_server.queue_text("")
     message = ask(session_start(user=user), "I have a bad left shoulder, no overhead pressing")
 
     received = stream(live_app, person, message)
@@ -143,6 +142,42 @@ def test_words_sent_with_a_save_are_the_reply_when_the_next_round_adds_nothing(
     assert words_of(received) == "Noted: no overhead pressing."
     assert replies(message) == [("complete", "Noted: no overhead pressing.")]
     assert memory_named(user, "injury-1").source == "coach"
+    assert len(model_server.chat_requests()) == 1
+
+
+def test_words_sent_with_a_save_refused_as_a_near_copy_go_back_to_the_model_for_its_choice(
+    live_app: str, person: Client, user: User, model_server: ModelServer
+) -> None:
+    habit = {**SHOULDER_SAVE, "key": "runs", "tier": "profile", "category": "habit"}
+    habit |= {"summary": "Runs with her club on Saturdays", "content": "Runs with her club on Saturdays"}
+    model_server.queue_tool_calls([("save_memory", habit)], text="Good to know.")
+    first = ask(session_start(user=user), "I run with my club on Saturdays")
+    stream(live_app, person, first)
+    again = {**habit, "key": "saturday-runs"}
+    model_server.queue_tool_calls([("save_memory", again)], text="Saturdays with the club, noted.")
+    model_server.queue_text(" I'll keep that in mind.")
+    second = ask(first.session, "Saturday mornings I run with my club")
+
+    received = stream(live_app, person, second)
+
+    requests = model_server.chat_requests()
+    assert len(requests) == 3
+    assert json.loads(requests[-1]["messages"][-1]["content"])["status"] == "not_saved"
+    assert words_of(received) == "Saturdays with the club, noted.\n\nI'll keep that in mind."
+
+
+def test_words_sent_with_a_search_go_back_to_the_model_with_what_it_found(
+    live_app: str, person: Client, user: User, model_server: ModelServer
+) -> None:
+    model_server.queue_tool_calls([("search_memories", {"query": "shoulder", "limit": None})], text="Let me look.")
+    model_server.queue_text("Nothing on file about your shoulder yet.")
+    message = ask(session_start(user=user), "What do you know about my shoulder?")
+
+    stream(live_app, person, message)
+
+    requests = model_server.chat_requests()
+    assert len(requests) == 2
+    assert json.loads(requests[-1]["messages"][-1]["content"])["status"] == "found"
 
 
 def test_two_parallel_saves_about_one_event_leave_one_memory_and_a_merge(
@@ -263,8 +298,9 @@ def test_retry_answers_without_sending_the_message_twice(
     message = ask(session, "Plan my week")
     stream(live_app, person, message)
 
-    retried = person.post(f"/chat/{session.pk}/messages/{message.pk}/retry", headers={"HX-Request": "true"})
+    # Queued first: the retry's turn starts the moment it is posted.
     model_server.queue_text("Here is your week.")
+    retried = person.post(f"/chat/{session.pk}/messages/{message.pk}/retry", headers={"HX-Request": "true"})
     received = stream(live_app, person, message)
 
     assert retried.status_code == 200 and "data-stream-url" in retried.content.decode()
