@@ -2,9 +2,9 @@
 
 The model drafts with what the chat coach knows of the person (the memory block: profile,
 intentions coming up, weekly episodes, the emails sent lately) and, for each of the last
-emails, a `Previous email:` line, so no two read alike. A draft too like one of the last
-five (cosine similarity of embeddings above EMAIL_REPEAT_THRESHOLD) is redrafted once,
-with the offending draft named; a second near-copy is not sent at all.
+emails, a `Previous email:` line, so no two read alike. A draft too like any email the
+person was ever sent (cosine similarity of embeddings above EMAIL_REPEAT_THRESHOLD) is
+redrafted once, with the offending draft named; a second near-copy is not sent at all.
 
 Model calls happen here and nowhere near a transaction: the caller saves the result.
 """
@@ -23,7 +23,7 @@ from django.utils.text import Truncator
 
 from emails.models import Email, EmailPreference, opening_line
 from emails.selectors import (
-    email_closest_recent,
+    email_closest_sent,
     email_preference_for_user,
     emails_recently_sent,
     sent_emails_for_prompt,
@@ -176,7 +176,7 @@ def _draft_and_compare(
     """A draft, its embedding, and the earlier email it is too like (None if it is not)."""
     draft = parse_draft(llm.complete(messages), kind=email.kind)
     embedding = llm.embed([draft.text])[0]
-    closest = email_closest_recent(user=email.user, vector=embedding.vector, model=embedding.model)
+    closest = email_closest_sent(user=email.user, vector=embedding.vector, model=embedding.model)
     if closest is not None and closest[1] > settings.EMAIL_REPEAT_THRESHOLD:
         return draft, embedding, closest
     return draft, embedding, None

@@ -75,16 +75,19 @@ def sent_emails_for_prompt(user: User) -> list[SentEmail]:
     ]
 
 
-def email_closest_recent(*, user: User, vector: list[float], model: str) -> tuple[Email, float] | None:
-    """Of the person's last LAST_EMAILS sent emails embedded by `model`, the one most like
-    `vector`, with its cosine similarity; None when there is none to compare with."""
-    recent = (
+def email_closest_sent(*, user: User, vector: list[float], model: str) -> tuple[Email, float] | None:
+    """Of every email sent to the person and embedded by `model`, the one most like
+    `vector`, with its cosine similarity; None when there is none to compare with.
+
+    All of them, not the last few: a nudge like one sent two months ago repeats itself
+    just the same. An exact scan of one person's emails (a few a week), like memory search."""
+    closest = (
         Email.objects.filter(user=user, status=Email.Status.SENT, embedding_model=model, embedding__isnull=False)
         .defer("embedding", "body_html")
         .annotate(distance=CosineDistance("embedding", vector))
-        .order_by("-sent_at", "-pk")[:LAST_EMAILS]
+        .order_by("distance", "pk")
+        .first()
     )
-    closest = min(recent, key=lambda email: email.distance, default=None)
     return None if closest is None else (closest, round(1.0 - float(closest.distance), 4))
 
 

@@ -52,6 +52,7 @@ def memories_by_similarity(
     model: str,
     limit: int,
     exclude_id: int | None = None,
+    exclude_category: str | None = None,
     in_use_only: bool = False,
 ) -> list[SimilarMemory]:
     """The user's memories nearest to `vector`, nearest first.
@@ -70,6 +71,8 @@ def memories_by_similarity(
     )
     if exclude_id is not None:
         queryset = queryset.exclude(pk=exclude_id)
+    if exclude_category is not None:
+        queryset = queryset.exclude(category=exclude_category)
     return [SimilarMemory(memory=m, similarity=round(1.0 - float(m.distance), 4)) for m in queryset[:limit]]
 
 

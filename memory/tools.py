@@ -36,6 +36,7 @@ from memory.drafts import (
 )
 from memory.embeddings import embed_memory, embed_query
 from memory.models import (
+    Category,
     Memory,
     MemoryEvent,
     MemoryProposal,
@@ -220,6 +221,9 @@ def _save_memory(
                 model=embedding.model,
                 limit=DEDUP_CANDIDATES,
                 exclude_id=existing.pk if existing else None,
+                # A weekly episode is the record of a week, which touches on every fact told
+                # in it: never the same fact as a note, and never to be merged into.
+                exclude_category=Category.EPISODE,
                 in_use_only=True,
             )
             if s.similarity >= settings.MEMORY_DEDUP_THRESHOLD

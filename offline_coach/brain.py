@@ -49,6 +49,16 @@ NEUTRAL_TOPICS = frozenset(
 )  # fmt: skip
 SAVE = "save_memory"
 UPDATE = "update_memory"
+DELETE = "delete_memory"
+GIVEN_UP = re.compile(
+    r"\bi(?:'ve| have)?\s+(?:dropped|given up on|given up|gave up on|gave up|quit|abandoned|ditched"
+    r"|decided against|(?:am|'m) (?:no longer|not) (?:doing|entering|going for|training for))\s+([^,.;!?]+)",
+    re.IGNORECASE,
+)
+GIVEN_UP_FILLERS = frozenset({"the", "my", "a", "an", "idea", "of", "on", "plan", "to", "for", "that", "this"})
+# What may be let go of when the person says so; never what keeps them safe.
+LET_GO = frozenset({"goal", "project", "schedule", "habit", "preference", "other"})
+REASON_CHARS = 300
 MERGE_REASON = "The user said this again in other words; merged into the existing memory instead of a duplicate."
 
 DOCUMENTS = {
@@ -72,8 +82,13 @@ def respond(body: dict[str, Any], *, today: date) -> Reply:
 def _chat_turn(body: dict[str, Any], messages: list[dict[str, Any]], today: date) -> Reply:
     tools = callable_tools(body)
     last = messages[-1] if messages else {}
-    if last.get("role") == "user" and SAVE in tools and (notes := notes_in(text_of(last), today=today)):
-        return Reply(tool_calls=tuple(ToolCall(SAVE, json.dumps(note.arguments())) for note in notes))
+    if last.get("role") == "user":
+        saves = notes_in(text_of(last), today=today) if SAVE in tools else []
+        drops = given_up(text_of(last), remembered(messages)) if DELETE in tools else []
+        if saves or drops:
+            return Reply(
+                tool_calls=(*(ToolCall(SAVE, json.dumps(note.arguments())) for note in saves), *drops),
+            )
     latest = latest_round(messages) if last.get("role") == "tool" else []
     if UPDATE in tools and not called_since_user(messages, UPDATE) and (answers := _answer_flags(latest)):
         return Reply(tool_calls=answers)
@@ -122,14 +137,32 @@ def _answer_flags(latest: list[CallResult]) -> tuple[ToolCall, ...]:
     return tuple(answers.values())
 
 
+def given_up(text: str, known: list[Remembered]) -> list[ToolCall]:
+    """A `delete_memory` for each remembered goal, project or plan the person says they have
+    dropped ("I've dropped the short story contest", "I gave up on the marathon"): every
+    word they name it by is in its summary. Safety notes are never let go of this way."""
+    calls = []
+    for said in GIVEN_UP.finditer(text):
+        words = set(re.findall(r"[a-z0-9]+", said.group(1).lower())) - GIVEN_UP_FILLERS
+        for item in known:
+            if words and item.category in LET_GO and words <= set(re.findall(r"[a-z0-9]+", item.summary.lower())):
+                reason = f'The person said they dropped it: "{said.group(0).strip()}"'
+                calls.append(ToolCall(DELETE, json.dumps({"key": item.key, "reason": reason[:REASON_CHARS]})))
+    return calls
+
+
 def different_facts(new: dict[str, Any], existing: dict[str, Any]) -> bool:
     """Whether a flagged note and the memory it looks like are two facts: each singles out
-    something the other does not (a month, a day, a side, a number), or their keys name
-    different topics."""
+    something the other does not (a month, a day, a side, a number), the note has a date
+    the other lacks, or their keys name different topics."""
     new_text = f"{new.get('summary') or ''} {new.get('content') or ''}".lower()
     old_text = str(existing.get("summary") or "").lower()
     new_marks, old_marks = set(DISTINCT.findall(new_text)), set(DISTINCT.findall(old_text))
     if new_marks and old_marks and new_marks != old_marks:
+        return True
+    if new.get("due_at") and not old_marks:
+        # A date to raise ("the race is on 12 April") beside the undated goal it serves:
+        # merged, the date would be lost (only prospective memories carry one).
         return True
     new_topic = str(new.get("key") or "").split("-")[0]
     old_topic = str(existing.get("key") or "").split("-")[0]

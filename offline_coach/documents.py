@@ -124,10 +124,32 @@ TEMPLATES = (
 )
 
 
+# How the app asks for a check-in about one dated intention (emails/drafting.py).
+CHECK_IN_ASK = re.compile(r"check-in about something they have coming up on (\d{4}-\d{2}-\d{2}): “([^”]+)”")
+CHECK_IN_TEMPLATES = (
+    _Template(
+        "how is it going",
+        "How is {focus} coming along?",
+        ("{when}, so I wanted to ask how the preparation is going.", "{step}", "{support}"),
+        "Rooting for you,",
+    ),
+    _Template(
+        "counting down",
+        "Counting down to {focus}",
+        ("{when}. How are you feeling about it?", "{step}", "{support}", "Tell me where it stands."),
+        "With you all the way,",
+    ),
+)
+
+
 def follow_up_email(messages: list[dict[str, Any]], *, today: date) -> str:
     """`Subject: ...`, a blank line, then a short plain-text email unlike the previous ones."""
     items = remembered(messages)
     previous = [email.lower() for email in previous_emails(messages)]
+    if asked := CHECK_IN_ASK.search(request_text(messages)):
+        return _check_in(
+            messages, items, previous, due=date.fromisoformat(asked.group(1)), what=asked.group(2), today=today
+        )
     focus = _focus(items, previous)
     template = _unused(TEMPLATES, previous, lambda template: template.signature)
     greeting = _unused(GREETINGS, previous, lambda greeting: greeting.split()[0] + " ").format(
@@ -143,6 +165,39 @@ def follow_up_email(messages: list[dict[str, Any]], *, today: date) -> str:
     paragraph = " ".join(line for line in body if line)
     subject = capitalise(template.subject.format(**fields))
     return f"Subject: {subject}\n\n{greeting}\n\n{paragraph}\n\n{template.sign_off}\nYour coach"
+
+
+def _check_in(
+    messages: list[dict[str, Any]], items: list[Remembered], previous: list[str], *, due: date, what: str, today: date
+) -> str:
+    """The check-in the app asks for: about that one intention, how it is going and one
+    concrete next step for the days left, in words of its own (not a nudge's template)."""
+    focus = next((item for item in items if item.summary == what), None)
+    name = about(focus) if focus else lower_first(what)
+    days = (due - today).days
+    when = (
+        "It's today"
+        if days <= 0
+        else "It's tomorrow"
+        if days == 1
+        else f"It's {_count(days, 'day')} away, on {due:%A %-d %B}"
+    )
+    template = _unused(CHECK_IN_TEMPLATES, previous, lambda template: template.signature)
+    greeting = _unused(GREETINGS, previous, lambda greeting: greeting.split()[0] + " ").format(
+        name=user_name(messages) or "there"
+    )
+    fields = {"focus": name, "when": when, "step": _next_step(days), "support": _support(items, focus, previous)}
+    paragraph = " ".join(line for line in (line.format(**fields) for line in template.lines) if line)
+    subject = capitalise(template.subject.format(**fields))
+    return f"Subject: {subject}\n\n{greeting}\n\n{paragraph}\n\n{template.sign_off}\nYour coach"
+
+
+def _next_step(days: int) -> str:
+    if days > 14:
+        return "One concrete step: put the first preparation session in your diary this week."
+    if days > 3:
+        return "One concrete step: pick the one thing that still needs doing and do it first."
+    return "One concrete step: keep the last days light, and get a good night's sleep before."
 
 
 def _focus(items: list[Remembered], previous: list[str]) -> Remembered | None:

@@ -118,12 +118,17 @@ def user_name(messages: list[dict[str, Any]]) -> str | None:
 
 
 def remembered(messages: list[dict[str, Any]]) -> list[Remembered]:
-    """The memories listed in the system prompt, in order, one per key."""
+    """The memories listed in the system prompt, in order, one per key; each under its
+    topic's heading ("# goal"), which names its category where the line does not."""
     found: dict[str, Remembered] = {}
+    topic = ""
     for line in system_text(messages).splitlines():
+        if line.startswith("# "):
+            topic = line.removeprefix("# ").strip().lower()
+            continue
         item = _json_object(line)
         if item and isinstance(item.get("key"), str) and isinstance(item.get("summary"), str):
-            found.setdefault(item["key"], as_remembered(item))
+            found.setdefault(item["key"], as_remembered({"category": topic, **item}))
     return list(found.values())
 
 

@@ -1,5 +1,5 @@
-"""The safety statements the offline coach notes: injuries, allergies, intolerances and
-food a person will not eat. Each recogniser reads one statement and returns at most one note."""
+"""The safety statements the offline coach notes: injuries, allergies, intolerances,
+medication and food a person will not eat. Each recogniser reads one statement and returns at most one note."""
 
 from __future__ import annotations
 
@@ -198,6 +198,42 @@ def intolerance(sentence: str, today: date) -> Found | None:
         PROFILE,
         "allergy",
         f"{capitalise(food)} intolerant",
+        as_sentence(third_person(sentence)),
+    )
+    return Found(match.start(), note)
+
+
+# Medication ---------------------------------------------------------------------------
+
+MEDICINE = (
+    r"medication|medications|medicine|medicines|meds|pills|tablets|insulin|an inhaler|inhalers?|blood thinners?"
+    r"|beta[- ]blockers?|statins?|antidepressants?|steroids?|warfarin|metformin|levothyroxine|the pill"
+)
+MEDICATION = re.compile(
+    r"\bi(?:'m| am)?\s+(take|taking|on|use|using|was prescribed|have been prescribed|am prescribed)\s+"
+    rf"((?:[\w-]+\s+){{0,3}}?(?:{MEDICINE}))\b(\s+for\s+[\w\s-]+)?",
+    re.IGNORECASE,
+)
+MEDICATION_VERBS = {"use": "Uses", "using": "Uses"}
+
+
+def medication(sentence: str, today: date) -> Found | None:
+    match = MEDICATION.search(sentence)
+    if not match:
+        return None
+    verb = MEDICATION_VERBS.get(match.group(1).lower(), "Takes")
+    what = match.group(2)
+    purpose = match.group(3).split(maxsplit=1)[1].strip() if match.group(3) else ""
+    summary = f"{verb} {lower_first(what)}" + (
+        f" for {lower_first(third_person(purpose)).rstrip('.')}" if purpose else ""
+    )
+    constraint = _constraint(sentence, avoid=(match.start(), match.end()))
+    words = [word for word in what.lower().split() if word not in {"medication", "my", "some", "an", "a", "the"}]
+    note = Note(
+        slug(["medication", *words[-3:]]),
+        PROFILE,
+        "medical",
+        clip(f"{summary}: {constraint}" if constraint else summary),
         as_sentence(third_person(sentence)),
     )
     return Found(match.start(), note)

@@ -27,7 +27,7 @@ from offline_coach.phrasing import (
     summarise_clause,
     third_person,
 )
-from offline_coach.safety import allergy, diet, injury, intolerance
+from offline_coach.safety import allergy, diet, injury, intolerance, medication
 
 
 def notes_in(text: str, *, today: date) -> list[Note]:
@@ -279,6 +279,7 @@ RECOGNISERS: tuple[Recogniser, ...] = (
     injury,
     allergy,
     intolerance,
+    medication,
     diet,
     _schedule,
     _goal,

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from openai.types.chat import ChatCompletionMessage
 
 from offline_coach import ModelServer
+from offline_coach.brain import different_facts
 
 TODAY = "Today: 2025-03-10"
 KEY = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
@@ -155,6 +156,25 @@ def test_an_allergy_is_saved_as_an_allergy(client: openai.OpenAI, statement: str
     save = only_save(client, statement)
 
     assert (save["key"], save["tier"], save["category"], save["summary"]) == (key, "profile", "allergy", summary)
+
+
+@pytest.mark.parametrize(
+    ("statement", "summary"),
+    [
+        ("I take blood pressure medication, so go easy on the coffee.", "Takes blood pressure medication"),
+        ("I'm on beta blockers, so no high intensity intervals.", "Takes beta blockers: no high intensity intervals"),
+        ("I use an inhaler for asthma.", "Uses an inhaler for asthma"),
+        ("I am on medication for my thyroid.", "Takes medication for their thyroid"),
+    ],
+)
+def test_medication_is_saved_as_a_medical_note(client: openai.OpenAI, statement: str, summary: str) -> None:
+    save = only_save(client, statement)
+
+    assert (save["tier"], save["category"], save["summary"]) == ("profile", "medical", summary)
+
+
+def test_taking_something_that_is_not_medicine_is_not_medication(client: openai.OpenAI) -> None:
+    assert saves(client, "I take the train to work and my dog for a walk after.") == []
 
 
 @pytest.mark.parametrize(
@@ -451,7 +471,53 @@ def test_consecutive_follow_up_emails_differ_in_subject_opening_and_focus(client
     assert "three short runs" in second_body.lower(), "the recent episode is the next focus"
 
 
+def test_a_check_in_is_about_the_intention_asked_for_with_a_next_step_and_unlike_a_nudge(
+    client: openai.OpenAI,
+) -> None:
+    ask_for = (
+        "Write a check-in about something they have coming up on 2025-03-24: “Giving a talk at the library”. "
+        "Ask how it is going, and offer one concrete next step."
+    )
+    check_in = ask(
+        client, system_prompt("# Follow-up email", SHOULDER, TALK, EPISODE), {"role": "user", "content": ask_for}
+    ).content
+    nudge = ask(client, system_prompt("# Follow-up email", SHOULDER, TALK, EPISODE)).content
+
+    subject = check_in.split("\n")[0]
+    assert "talk" in subject.lower()
+    assert "14 days away, on Monday 24 March" in check_in
+    assert "One concrete step:" in check_in
+    assert check_in.split("\n\n")[2] != nudge.split("\n\n")[2]
+
+
 def test_the_same_email_request_gets_the_same_draft(client: openai.OpenAI) -> None:
     request = system_prompt("# Follow-up email", SHOULDER, TALK, extra="Previous email: Subject: Hello\nHi Ada.")
 
     assert ask(client, request).content == ask(client, request).content
+
+
+def test_a_dated_intention_flagged_as_like_its_undated_goal_is_kept_apart() -> None:
+    race = {"key": "half-marathon-april", "summary": "Half marathon on 12 April", "due_at": "2026-04-12"}
+    goal = {"key": "goal-half-marathon", "summary": "Training for a half marathon"}
+
+    assert different_facts(race, goal)
+    assert not different_facts({**race, "due_at": None, "summary": "Half marathon"}, goal)
+
+
+def test_a_goal_the_person_says_they_dropped_is_deleted_and_safety_notes_never_are(client: openai.OpenAI) -> None:
+    contest = {"key": "goal-short-story-contest", "summary": "Goal: enter the short story contest", "content": "x"}
+    novel = {"key": "goal-finish-novel", "summary": "Goal: finish the first draft of the novel", "content": "x"}
+    wrist = {"key": "injury-1", "summary": "Right wrist tendinitis: no marathon typing", "content": "x"}
+    memories = "\n".join(["# injury", json.dumps(wrist), "# goal", json.dumps(contest), json.dumps(novel)])
+    tools = [*MEMORY_TOOLS, {"type": "function", "function": {"name": "delete_memory", "parameters": {}}}]
+
+    message = ask(
+        client,
+        {"role": "system", "content": f"# Coach\n{TODAY}\n{memories}"},
+        {"role": "user", "content": "I've dropped the short story contest, the novel comes first. And the wrist."},
+        tools=tools,
+    )
+
+    calls = [(call.function.name, json.loads(call.function.arguments)) for call in message.tool_calls or []]
+    assert [(name, arguments["key"]) for name, arguments in calls] == [("delete_memory", "goal-short-story-contest")]
+    assert "dropped the short story contest" in calls[0][1]["reason"]

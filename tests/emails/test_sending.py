@@ -173,7 +173,7 @@ def sent_last_week(user: User) -> None:
     )
 
 
-def test_a_draft_like_a_recent_email_is_redrafted_once(user: User, model_server: ModelServer) -> None:
+def test_a_draft_like_an_earlier_email_is_redrafted_once(user: User, model_server: ModelServer) -> None:
     reachable_now(user)
     sent_last_week(user)
     email = planned(user)
@@ -188,7 +188,7 @@ def test_a_draft_like_a_recent_email_is_redrafted_once(user: User, model_server:
     assert "Previous email: Your marathon plan — How did the long run go on Sunday?" in redraft[-1]["content"]
 
 
-def test_a_draft_still_like_a_recent_email_after_the_redraft_is_skipped_not_sent(
+def test_a_draft_still_like_an_earlier_email_after_the_redraft_is_skipped_not_sent(
     user: User, model_server: ModelServer
 ) -> None:
     reachable_now(user)
@@ -206,7 +206,9 @@ def test_a_draft_still_like_a_recent_email_after_the_redraft_is_skipped_not_sent
     assert len(model_server.chat_requests()) == 2
 
 
-def test_only_the_last_five_emails_count_as_recent(user: User, model_server: ModelServer) -> None:
+def test_a_draft_like_an_email_sent_months_and_many_emails_ago_is_redrafted_too(
+    user: User, model_server: ModelServer
+) -> None:
     reachable_now(user)
     now = timezone.now()
     make_email(
@@ -228,9 +230,13 @@ def test_only_the_last_five_emails_count_as_recent(user: User, model_server: Mod
         )
     email = planned(user)
     model_server.queue_text(DRAFT)
+    model_server.queue_text("Subject: A rest day idea\n\nHi Ada,\n\nTake Thursday off entirely.\n\nBest,\nYour coach")
 
     assert email_send(email_id=email.pk) == SendOutcome.SENT
-    assert len(model_server.chat_requests()) == 1
+
+    # Never repeating means never: the likeness is looked for in every email sent, not the last few.
+    assert len(model_server.chat_requests()) == 2
+    assert mail.outbox[0].subject == "A rest day idea"
 
 
 # Held back, skipped, failed ------------------------------------------------------------------

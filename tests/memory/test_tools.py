@@ -7,10 +7,14 @@ import math
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.utils import timezone
 
 from accounts.models import User
+from infra.llm import Embedding
+from memory.drafts import MemoryDraft
 from memory.models import Memory, MemoryEvent, MemoryProposal
+from memory.services import memory_save
 from memory.tool_schemas import tool_definitions
 from memory.tools import ToolContext, run_tool
 from offline_coach import ModelServer
@@ -65,6 +69,22 @@ def test_three_sticky_notes_about_one_reading_leave_one_memory(user: User, model
     assert all(r["duplicates"][0]["key"] == "reading-0" for r in results[1:])
     assert all(r["duplicates"][0]["similarity"] >= 0.8 for r in results[1:])
     assert Memory.objects.filter(user=user).count() == 1
+
+
+def test_a_note_that_reads_like_a_weekly_episode_is_saved_not_refused_as_a_copy_of_it(
+    user: User, model_server: ModelServer
+) -> None:
+    week = "A good week: writing in the mornings, a long run, and evening pages once school started"
+    episode = MemoryDraft(key="week-2026-06", tier="episodic", category="episode", summary=week, content=week)
+    vector = Embedding(unit(1.0, 0.1), settings.EMBEDDING_MODEL)
+    memory_save(user=user, draft=episode, source="coach", actor="system", embedding=vector)
+    note = "Writes in the evenings once the kids are in bed"
+    model_server.set_embedding(note, unit(1.0, 0.12))
+
+    result = save(user, "schedule", note, tier="profile", category="schedule")
+
+    assert result["status"] == "saved"
+    assert memory_named(user, "week-2026-06").summary == week
 
 
 def test_merging_after_a_refused_save_is_recorded_as_a_merge(user: User, model_server: ModelServer) -> None:
