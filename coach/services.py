@@ -125,12 +125,17 @@ def message_post(
     return message
 
 
-def turn_claim(*, message: Message, now: datetime | None = None) -> bool:
-    """Take the right to answer a message. Only one turn may run per message: a second
-    start for it (a reload, another tab, another process) gets False."""
-    claimed = Message.objects.filter(pk=message.pk, status=Message.Status.PENDING).update(
-        status=Message.Status.ANSWERING, error="", claimed_at=now or timezone.now()
-    )
+def turn_claim(*, message_id: int, user_id: int, now: datetime | None = None) -> bool:
+    """Take the right to answer the person's message. Only one turn may run per message: a
+    second start for it (a reload, another tab, another process) gets False.
+
+    Every condition is on the message's own columns (the owner through a subquery, not a
+    join): a join makes Django update `WHERE id IN (a subquery)`, whose status test
+    PostgreSQL does not look at again after waiting on a concurrent claim, so both would win."""
+    theirs = ChatSession.objects.filter(user_id=user_id).values("pk")
+    claimed = Message.objects.filter(
+        pk=message_id, role=Message.Role.USER, session_id__in=theirs, status=Message.Status.PENDING
+    ).update(status=Message.Status.ANSWERING, error="", claimed_at=now or timezone.now())
     return claimed == 1
 
 
@@ -141,15 +146,7 @@ def turn_begin(*, user_id: int, message_id: int, now: datetime) -> tuple[User, M
     with transaction.atomic():
         # The claim first: a turn that loses it (another tab's, another process's) has cost
         # one statement, and the winner reads its message already marked as being answered.
-        # Every condition on the message's own columns (the owner through a subquery, not a
-        # join): a join makes Django update `WHERE id IN (a subquery)`, whose status test
-        # PostgreSQL does not look at again after waiting on a concurrent claim, so both
-        # would win.
-        theirs = ChatSession.objects.filter(user_id=user_id).values("pk")
-        claimed = Message.objects.filter(
-            pk=message_id, role=Message.Role.USER, session_id__in=theirs, status=Message.Status.PENDING
-        ).update(status=Message.Status.ANSWERING, error="", claimed_at=now)
-        if not claimed:
+        if not turn_claim(message_id=message_id, user_id=user_id, now=now):
             return None
         message = Message.objects.select_related("session__user").get(pk=message_id)
         user = message.session.user

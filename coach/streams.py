@@ -67,25 +67,20 @@ def readers_key(user_id: int) -> str:
 # The turn's side ----------------------------------------------------------------------------
 
 
-async def reply_append(message_id: int, kind: str, data: dict[str, Any], *, first: bool = False) -> str:
-    """Add an event to a reply's stream. The first sets the stream to expire in a while (if
-    its turn dies without a terminal event), a terminal one to expire soon."""
-    client = redis_async()
+async def reply_append(message_id: int, kind: str, data: dict[str, Any]) -> str:
+    """Add a reply's terminal event (done, failed or stopped); its stream then expires soon."""
     key = reply_key(message_id)
-    fields = {"kind": kind, "data": json.dumps(data)}
-    if not first and kind not in TERMINAL:
-        # Most events: one round trip, no expiry to renew.
-        return str(await client.xadd(key, fields, maxlen=STREAM_MAX_EVENTS, approximate=True))
-    async with client.pipeline(transaction=False) as pipe:
-        pipe.xadd(key, fields, maxlen=STREAM_MAX_EVENTS, approximate=True)
-        pipe.expire(key, FINISHED_KEEP_SECONDS if kind in TERMINAL else UNFINISHED_KEEP_SECONDS)
+    async with redis_async().pipeline(transaction=False) as pipe:
+        pipe.xadd(key, {"kind": kind, "data": json.dumps(data)}, maxlen=STREAM_MAX_EVENTS, approximate=True)
+        pipe.expire(key, FINISHED_KEEP_SECONDS)
         event_id, _ = await pipe.execute()
     return str(event_id)
 
 
 async def words_append(message_id: int, kind: str, data: dict[str, Any], *, first: bool = False) -> bool:
     """Add a piece of a reply being written (never its terminal event), and learn in the same
-    round trip whether the person asked its turn to stop."""
+    round trip whether the person asked its turn to stop. The first piece sets the stream to
+    expire in a while, in case its turn dies without a terminal event."""
     key = reply_key(message_id)
     async with redis_async().pipeline(transaction=False) as pipe:
         pipe.xadd(key, {"kind": kind, "data": json.dumps(data)}, maxlen=STREAM_MAX_EVENTS, approximate=True)

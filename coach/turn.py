@@ -40,6 +40,7 @@ from coach.services import ReplyTokens, TurnLost, reply_fail, reply_save, reply_
 from infra import llm
 from infra.dbsteps import db_step
 from infra.llm import LLMError, ModelResponse, TextDelta
+from infra.tokens import estimate_tokens
 from memory.tool_schemas import tool_definitions
 from memory.tools import ToolContext, run_tool, settles
 
@@ -52,8 +53,6 @@ FAILED_TOO_SLOW = "Your coach took too long to answer. Your message is saved: tr
 STOP_CHECK_SECONDS = 0.25
 # Pieces of the reply arriving closer together than this are written to its stream together.
 COALESCE_SECONDS = 0.03
-# Where the provider sends no token counts: OpenAI's rule of thumb for English text.
-CHARACTERS_PER_TOKEN = 4
 
 
 class _Stopped(Exception):
@@ -270,16 +269,12 @@ class _Usage:
         self.estimated = True
         # As sent on the wire, but with letters left as letters (escapes would inflate the count).
         wire = json.dumps(sent, ensure_ascii=False) + json.dumps(tools or [], ensure_ascii=False)
-        self.prompt_tokens += _estimated_tokens(wire)
+        self.prompt_tokens += estimate_tokens(wire)
         answered = response.text + "".join(call.name + call.arguments for call in response.tool_calls)
-        self.completion_tokens += _estimated_tokens(answered)
+        self.completion_tokens += estimate_tokens(answered)
 
     def tokens(self) -> ReplyTokens:
         return ReplyTokens(prompt=self.prompt_tokens, completion=self.completion_tokens, estimated=self.estimated)
-
-
-def _estimated_tokens(text: str) -> int:
-    return -(-len(text) // CHARACTERS_PER_TOKEN)
 
 
 async def _converse(

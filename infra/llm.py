@@ -264,19 +264,27 @@ FALLBACKS = (
         "tool schemas are sent without strict (the server refused it); arguments are still checked on our side",
     ),
 )
-_FALLBACKS_BY_NAME = {fallback.name: fallback for fallback in FALLBACKS}
 _learned: dict[tuple[str, str], set[str]] = {}
 _learned_lock = threading.Lock()
 
 
+def server_base_url() -> str:
+    """Where the model is asked: OPENAI_BASE_URL, or OpenAI's own API when it is unset."""
+    return settings.OPENAI_BASE_URL or "https://api.openai.com/v1"
+
+
 def _server() -> tuple[str, str]:
-    return (settings.OPENAI_BASE_URL or "https://api.openai.com/v1", settings.COACH_MODEL)
+    return (server_base_url(), settings.COACH_MODEL)
+
+
+def _learned_names() -> set[str]:
+    with _learned_lock:
+        return set(_learned.get(_server(), ()))
 
 
 def fallbacks_in_use() -> list[Fallback]:
     """The fallbacks learned so far for the configured server, in a stable order."""
-    with _learned_lock:
-        names = set(_learned.get(_server(), ()))
+    names = _learned_names()
     return [fallback for fallback in FALLBACKS if fallback.name in names]
 
 
@@ -305,19 +313,6 @@ def _adapted(arguments: dict[str, Any], names: set[str]) -> dict[str, Any]:
     return body
 
 
-def _sends(body: dict[str, Any], fallback: Fallback) -> bool:
-    """Whether the request still carries what this fallback takes out."""
-    match fallback.name:
-        case "no-parallel-tool-calls":
-            return "parallel_tool_calls" in body
-        case "max-completion-tokens":
-            return "max_tokens" in body
-        case "no-stream-usage":
-            return "stream_options" in body
-        case _:
-            return any((tool.get("function") or {}).get("strict") for tool in body.get("tools") or [])
-
-
 def _fallback_for(error: openai.OpenAIError, body: dict[str, Any]) -> Fallback | None:
     """The fallback a refusal asks for: a 400 that names a field this request sent."""
     if not isinstance(error, openai.APIStatusError) or error.status_code not in (400, 422):
@@ -326,7 +321,8 @@ def _fallback_for(error: openai.OpenAIError, body: dict[str, Any]) -> Fallback |
     if isinstance(error.body, dict):
         said = f"{said} {error.body.get('param') or ''} {error.body.get('message') or ''}"
     for fallback in FALLBACKS:
-        if fallback.refused.search(said) and _sends(body, fallback):
+        # Only a fallback that would change this request: one it still carries the field of.
+        if fallback.refused.search(said) and _adapted(body, {fallback.name}) != body:
             return fallback
     return None
 
@@ -341,35 +337,35 @@ def _learn(fallback: Fallback) -> None:
     logger.warning("the model server at %s (model %s): %s", server[0], server[1], fallback.description)
 
 
+def _learned_from(error: openai.OpenAIError, body: dict[str, Any]) -> bool:
+    """Learn the fallback a refusal asks for; False when it asks for none (the error stands).
+    Each fallback takes one field out, so a request is tried at most len(FALLBACKS) + 1 times."""
+    fallback = _fallback_for(error, body)
+    if fallback is not None:
+        _learn(fallback)
+    return fallback is not None
+
+
 def _sent_with_fallbacks(arguments: dict[str, Any], send: Callable[[dict[str, Any]], Any]) -> Any:
     while True:
-        with _learned_lock:
-            names = set(_learned.get(_server(), ()))
-        body = _adapted(arguments, names)
+        body = _adapted(arguments, _learned_names())
         try:
             return send(body)
         except openai.OpenAIError as error:
-            # Each try takes one field out, so this ends after at most len(FALLBACKS) tries.
-            fallback = _fallback_for(error, body)
-            if fallback is None:
+            if not _learned_from(error, body):
                 raise
-            _learn(fallback)
 
 
 async def _sent_with_fallbacks_async(
     arguments: dict[str, Any], send: Callable[[dict[str, Any]], Awaitable[Any]]
 ) -> Any:
     while True:
-        with _learned_lock:
-            names = set(_learned.get(_server(), ()))
-        body = _adapted(arguments, names)
+        body = _adapted(arguments, _learned_names())
         try:
             return await send(body)
         except openai.OpenAIError as error:
-            fallback = _fallback_for(error, body)
-            if fallback is None:
+            if not _learned_from(error, body):
                 raise
-            _learn(fallback)
 
 
 class ModelCallInTransaction(RuntimeError):

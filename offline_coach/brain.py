@@ -58,6 +58,7 @@ GIVEN_UP = re.compile(
 GIVEN_UP_FILLERS = frozenset({"the", "my", "a", "an", "idea", "of", "on", "plan", "to", "for", "that", "this"})
 # What may be let go of when the person says so; never what keeps them safe.
 LET_GO = frozenset({"goal", "project", "schedule", "habit", "preference", "other"})
+# The longest reason the app takes from a model; a server of its own, it cannot import the app's.
 REASON_CHARS = 300
 MERGE_REASON = "The user said this again in other words; merged into the existing memory instead of a duplicate."
 

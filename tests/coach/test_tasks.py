@@ -105,7 +105,7 @@ def test_a_retry_of_a_message_that_failed_long_ago_is_not_swept_while_it_runs(us
     old.refresh_from_db()
 
     assert message_retry(message=old)
-    assert turn_claim(message=old)
+    assert turn_claim(message_id=old.pk, user_id=user.pk)
     sweep_stale_turns()
 
     assert Message.objects.get(pk=old.pk).status == "answering"

@@ -12,8 +12,9 @@ from asgiref.sync import async_to_sync
 from accounts.models import User
 from coach.models import Message
 from coach.services import session_start
-from coach.turn import CHARACTERS_PER_TOKEN, turn_run
+from coach.turn import turn_run
 from infra import llm
+from infra.tokens import CHARS_PER_TOKEN
 from offline_coach import ModelServer
 from offline_coach.prompt import text_of
 from offline_coach.wire import count_tokens
@@ -69,10 +70,10 @@ def test_without_usage_from_the_server_the_tokens_are_estimated_and_marked_so(
     assert "stream_options" not in sent
     assert reply.tokens_estimated is True
     words = "A reply of some length, to be counted by its characters."
-    assert reply.completion_tokens == -(-len(words) // CHARACTERS_PER_TOKEN)
+    assert reply.completion_tokens == -(-len(words) // CHARS_PER_TOKEN)
     # The estimate covers at least every message sent, the whole system prompt included.
     characters_sent = sum(len(text_of(message)) for message in sent["messages"])
-    assert reply.prompt_tokens >= characters_sent // CHARACTERS_PER_TOKEN
+    assert reply.prompt_tokens >= characters_sent // CHARS_PER_TOKEN
     assert reply.prompt_tokens > prompt_tokens_counted_by(sent) // 2
 
 
