@@ -68,6 +68,23 @@ def test_a_server_that_never_calls_tools_fails_saying_memory_will_not_work(model
     assert "ok    embeddings" in printed
 
 
+def test_a_server_that_refuses_tools_offered_as_a_turn_offers_them_fails(model_server: ModelServer) -> None:
+    # A named call works, but tools offered with tool_choice "auto", as every turn offers
+    # them, are refused (vLLM started without auto tool choice answers so).
+    model_server.queue_text("Hello there.")
+    model_server.queue_tool_calls([("save_memory", {"key": "left-shoulder"})])
+    model_server.queue_error(400, '"auto" tool choice requires --enable-auto-tool-choice to be set')
+    out = StringIO()
+
+    with pytest.raises(CommandError) as failure:
+        call_command("check_model", stdout=out)
+
+    assert "Memory will not work with this server." in str(failure.value)
+    assert "parallel tool calls: the model answered 400" in str(failure.value)
+    assert "FAIL  parallel tool calls" in out.getvalue()
+    assert model_server.chat_requests()[2]["tool_choice"] == "auto"
+
+
 def test_a_server_without_embeddings_fails_saying_memory_will_not_work(model_server: ModelServer) -> None:
     model_server.queue_embedding_error(404, "This server serves no embeddings.")
 

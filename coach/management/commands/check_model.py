@@ -38,6 +38,8 @@ class Finding:
     detail: str
     # Without it, memory cannot work with this server.
     essential: bool = True
+    # Chat streaming only: whether the server counted the tokens (sent usage).
+    usage_counted: bool = False
 
 
 class Command(BaseCommand):
@@ -51,12 +53,11 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         # What the app learned before (in this process) is not what this server does now.
         llm.forget_fallbacks()
-        base_url = settings.OPENAI_BASE_URL or "https://api.openai.com/v1"
         self.stdout.write(
-            f"Model server: {base_url}\n"
+            f"Model server: {llm.server_base_url()}\n"
             f"Chat model: {settings.COACH_MODEL}; embedding model: {settings.EMBEDDING_MODEL}\n"
         )
-        findings, usage_sent = asyncio.run(_all_checks())
+        findings = asyncio.run(_all_checks())
         for finding in findings:
             mark = "ok  " if finding.ok else ("FAIL" if finding.essential else "note")
             self.stdout.write(f"  {mark}  {finding.what}: {finding.detail}")
@@ -66,7 +67,7 @@ class Command(BaseCommand):
             self.stdout.write(f"  - {fallback.description}")
         if not findings[0].ok:
             usage = "not known (no stream came back)"
-        elif usage_sent:
+        elif findings[0].usage_counted:
             usage = "counted by the server"
         else:
             usage = "estimated by the app (the server sends no usage in its streams)"
@@ -78,27 +79,30 @@ class Command(BaseCommand):
         self.stdout.write(self.style.SUCCESS("Memory will work with this server."))
 
 
-async def _all_checks() -> tuple[list[Finding], bool]:
+async def _all_checks() -> list[Finding]:
     deadline = time.monotonic() + TOTAL_SECONDS
-    streaming, usage_sent = await _timed(_streaming, "chat streaming", deadline)
-    forced, _ = await _timed(_forced_tool_call, "tool calling", deadline)
-    parallel, _ = await _timed(_parallel_tool_calls, "parallel tool calls", deadline, essential=False)
-    embeddings, _ = await _timed(_embeddings, "embeddings", deadline)
-    return [streaming, forced, parallel, embeddings], usage_sent
+    return [
+        await _timed(_streaming, "chat streaming", deadline),
+        await _timed(_forced_tool_call, "tool calling", deadline),
+        # Essential when refused: a turn offers its tools exactly so (tool_choice "auto"), and
+        # some servers take a named call but refuse that (vLLM without auto tool choice).
+        await _timed(_parallel_tool_calls, "parallel tool calls", deadline),
+        await _timed(_embeddings, "embeddings", deadline),
+    ]
 
 
-async def _timed(check: Any, what: str, deadline: float, *, essential: bool = True) -> tuple[Finding, bool]:
+async def _timed(check: Any, what: str, deadline: float) -> Finding:
     """One check, bounded by its share of the minute; a failure is a finding, not a crash."""
     seconds = min(STEP_SECONDS, deadline - time.monotonic())
     if seconds <= 0:
-        return Finding(what, False, "not checked: the server used up the minute", essential), False
+        return Finding(what, False, "not checked: the server used up the minute")
     try:
         async with asyncio.timeout(seconds):
             return await check()
     except TimeoutError:
-        return Finding(what, False, f"no answer within {seconds:.0f} s", essential), False
+        return Finding(what, False, f"no answer within {seconds:.0f} s")
     except llm.LLMError as error:
-        return Finding(what, False, str(error), essential), False
+        return Finding(what, False, str(error))
 
 
 async def _response(
@@ -117,17 +121,16 @@ async def _response(
     return response, pieces
 
 
-async def _streaming() -> tuple[Finding, bool]:
+async def _streaming() -> Finding:
     response, pieces = await _response("Say hello in one short sentence.")
     if not response.text.strip():
-        return Finding("chat streaming", False, "the server streamed no words"), False
+        return Finding("chat streaming", False, "the server streamed no words")
     usage = "with" if response.usage else "without"
-    return Finding("chat streaming", True, f"the reply came in {pieces} pieces, {usage} token usage"), bool(
-        response.usage
-    )
+    detail = f"the reply came in {pieces} pieces, {usage} token usage"
+    return Finding("chat streaming", True, detail, usage_counted=response.usage is not None)
 
 
-async def _forced_tool_call() -> tuple[Finding, bool]:
+async def _forced_tool_call() -> Finding:
     choice = {"type": "function", "function": {"name": SAVE}}
     response, _ = await _response(ONE_FACT, tools=tool_definitions(), tool_choice=choice)
     saves = [call for call in response.tool_calls if call.name == SAVE]
@@ -135,35 +138,33 @@ async def _forced_tool_call() -> tuple[Finding, bool]:
         answered = "answered in words" if response.text.strip() else "answered nothing"
         return Finding(
             "tool calling", False, f"told to call {SAVE}, the model {answered}: the coach would never remember"
-        ), False
+        )
     if not all(_json_object(call.arguments) for call in saves):
-        return Finding(
-            "tool calling", False, f"the model called {SAVE} with arguments that are not a JSON object"
-        ), False
-    return Finding("tool calling", True, f"a forced {SAVE} call, with JSON arguments"), False
+        return Finding("tool calling", False, f"the model called {SAVE} with arguments that are not a JSON object")
+    return Finding("tool calling", True, f"a forced {SAVE} call, with JSON arguments")
 
 
-async def _parallel_tool_calls() -> tuple[Finding, bool]:
+async def _parallel_tool_calls() -> Finding:
     response, _ = await _response(TWO_FACTS, tools=tool_definitions(), tool_choice="auto")
     calls = len(response.tool_calls)
     if calls >= 2:
-        return Finding("parallel tool calls", True, f"{calls} calls in one response", essential=False), False
+        return Finding("parallel tool calls", True, f"{calls} calls in one response", essential=False)
     return Finding(
         "parallel tool calls",
         False,
         f"{calls} call(s) for two facts: memories are saved one round at a time (slower, still works)",
         essential=False,
-    ), False
+    )
 
 
-async def _embeddings() -> tuple[Finding, bool]:
+async def _embeddings() -> Finding:
     texts = ["I have a bad left shoulder.", "I'm giving a talk in June."]
     # The gateway's embed is synchronous (it serves the memory services); off this loop.
     vectors = await asyncio.to_thread(llm.embed, texts)
     sizes = {len(vector.vector) for vector in vectors}
     if len(vectors) != len(texts) or sizes == {0} or len(sizes) != 1:
-        return Finding("embeddings", False, "the server returned empty or uneven vectors"), False
-    return Finding("embeddings", True, f"{len(vectors)} vectors of {sizes.pop()} dimensions"), False
+        return Finding("embeddings", False, "the server returned empty or uneven vectors")
+    return Finding("embeddings", True, f"{len(vectors)} vectors of {sizes.pop()} dimensions")
 
 
 def _json_object(arguments: str) -> bool:
