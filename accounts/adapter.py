@@ -13,7 +13,6 @@ import html
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from allauth.account.adapter import DefaultAccountAdapter
 from allauth.core import context as allauth_context
@@ -25,6 +24,7 @@ from django.http import HttpRequest
 from django.template.loader import render_to_string
 from django.urls import reverse
 
+from accounts.time_zones import UTC_NAME, known_zone
 from emails.outbox import mail_queue
 from infra.encryption import decrypt, encrypt
 
@@ -138,12 +138,7 @@ def _drop_message(request: HttpRequest, text: str) -> None:
 
 
 def _zone_name(user: AbstractBaseUser) -> str:
-    zone = getattr(user, "time_zone", "") or "UTC"
-    try:
-        ZoneInfo(zone)
-    except (ZoneInfoNotFoundError, ValueError):
-        return "UTC"
-    return zone
+    return known_zone(getattr(user, "time_zone", "") or UTC_NAME)
 
 
 class MfaAdapter(DefaultMFAAdapter):

@@ -19,7 +19,7 @@ from emails.models import Email
 from memory.context import LEFT_OUT, LINE, WHOLE, ContextItem, MemoryContext
 from memory.models import Memory, MemoryEvent, MemoryOverlap, MemoryProposal, PrivateTextViewing, Source, Tier
 from memory.policy import protection_reason
-from memory.undo import DeletedMemory, undo_token
+from memory.undo import DeletedMemory, undo_minutes, undo_token
 
 COMMUNICATION = "communication"
 # Long lists come a page at a time: a person with hundreds of forgotten notes, or a memory
@@ -187,7 +187,7 @@ class UndoOffer:
 
     @property
     def minutes(self) -> int:
-        return max(1, settings.MEMORY_UNDO_SECONDS // 60)
+        return undo_minutes()
 
 
 def undo_offer(deleted: DeletedMemory) -> UndoOffer:
@@ -392,7 +392,7 @@ class ContextReport:
 
     @property
     def memory_used(self) -> bool:
-        return getattr(self.context, "used", True)
+        return self.context.used
 
     @property
     def dropped(self) -> tuple[ContextItem, ...]:

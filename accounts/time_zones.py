@@ -37,6 +37,16 @@ def is_zone(name: str) -> bool:
     return name in zoneinfo.available_timezones()
 
 
+def known_zone(name: str) -> str:
+    """`name` if this machine knows the zone, else UTC (an empty name, or one the tz
+    database no longer carries)."""
+    try:
+        zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return UTC_NAME
+    return name
+
+
 def canonical_zone(name: str) -> str | None:
     """The pickable zone `name` stands for (itself, or the place an alias links to); a
     real zone with no pickable place stays as it is; None for a name that is no zone."""

@@ -47,9 +47,10 @@ def session_remembers(*, session: ChatSession, user: User) -> bool:
     return session.remembered and memory_in_use(user=user)
 
 
-def system_prompt(*, user: User, now: datetime, remembers: bool = True) -> tuple[str, MemoryContext]:
+def system_prompt(*, user: User, now: datetime, remembers: bool) -> tuple[str, MemoryContext]:
+    """`remembers`: whether this turn uses memory (session_remembers)."""
     today = f"Today: {now.date().isoformat()} ({now:%A})"
-    if remembers and memory_in_use(user=user):
+    if remembers:
         memory = assemble_memory_context(user=user, now=now, sent_emails=sent_emails_for(user))
         block = memory.text
     else:

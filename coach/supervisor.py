@@ -49,6 +49,11 @@ RESTART_PAUSES_SECONDS = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 STABLE_AFTER_SECONDS = 60.0
 
 
+def restart_pause(failures: int) -> float:
+    """How long to wait before the next start, after `failures` in a row: longer each time."""
+    return RESTART_PAUSES_SECONDS[min(failures, len(RESTART_PAUSES_SECONDS) - 1)]
+
+
 @dataclass(frozen=True)
 class ProcessSpec:
     name: str
@@ -249,7 +254,7 @@ class _Child:
                 self._failures = 0
             return
         if self._restart_at is None:
-            pause = RESTART_PAUSES_SECONDS[min(self._failures, len(RESTART_PAUSES_SECONDS) - 1)]
+            pause = restart_pause(self._failures)
             self._failures += 1
             self._restart_at = now + pause
             say(f"{self.spec.name} exited with code {self.process.returncode}; starting it again in {pause:g} s")
@@ -299,7 +304,7 @@ class _ServiceKeeper:
             try:
                 service.restart()
             except Exception as error:  # whatever it was, the next try may work
-                pause = RESTART_PAUSES_SECONDS[min(failures, len(RESTART_PAUSES_SECONDS) - 1)]
+                pause = restart_pause(failures)
                 self._failures[service.name] = failures + 1
                 self._next_try[service.name] = time.monotonic() + pause
                 say(f"{error}; trying again in {pause:g} s")

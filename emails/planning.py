@@ -190,8 +190,8 @@ def weekly_episode_write(*, user_id: int, week_key: str, now: datetime | None = 
     sessions = [
         SessionOfWeek(day=f"{session.last_message_at.astimezone(zone):%A %Y-%m-%d}", summary=session.summary)
         for session in summarised_sessions_between(user=user, start=start, end=start + timedelta(days=7))
-        # Only what is remembered: a session that ended while memory was off has no summary.
-        if session.remembered and session.summary.strip()
+        # Only what is remembered: a session that is not remembered is never summarised.
+        if session.summary.strip()
     ]
     return episode_write(user=user, week_key=week_key, sessions=sessions, now=now)
 

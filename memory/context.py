@@ -152,16 +152,14 @@ def assemble_memory_context(
     now: datetime,
     sent_emails: Sequence[SentEmail] = (),
     budget_tokens: int | None = None,
-    use_memory: bool = True,
 ) -> MemoryContext:
     """The memory block of one request's system prompt, and what form each memory took.
 
     `sent_emails` is the communication tier, newest first, from the caller: the emails
-    app sits above memory, so memory is told what was sent rather than asking.
-    `use_memory=False` is the caller's own reason to leave memory out (a conversation that
-    is not remembered); a person with memory off gets the same empty block anyway."""
+    app sits above memory, so memory is told what was sent rather than asking. A person
+    with memory off gets the empty block (memory_unused_context)."""
     budget = settings.MEMORY_CONTEXT_BUDGET_TOKENS if budget_tokens is None else budget_tokens
-    if not (use_memory and memory_in_use(user=user)):
+    if not memory_in_use(user=user):
         return memory_unused_context(budget_tokens=budget)
     memories = sorted(memory_list_for_user(user=user), key=lambda m: (m.updated_at, m.pk), reverse=True)
     learned = sum(1 for m in memories if m.source != Source.ONBOARDING)

@@ -30,6 +30,11 @@ SALT = "memory.undo-delete"
 EMBEDDING_DTYPE = "<f4"
 
 
+def undo_minutes() -> int:
+    """How long a deletion can be undone, in whole minutes, as a person is told it."""
+    return max(1, settings.MEMORY_UNDO_SECONDS // 60)
+
+
 class UndoRefused(MemoryNotRestorable):
     """An undo that cannot be applied; the message says why, to the person."""
 
@@ -137,7 +142,7 @@ def deleted_memory_from_token(token: str, *, user_id: int, now: datetime) -> Del
         ) from None
     if owner_id != user_id:
         raise UndoRefused("This undo belongs to another account, so nothing was restored.")
-    minutes = max(1, settings.MEMORY_UNDO_SECONDS // 60)
+    minutes = undo_minutes()
     if now.timestamp() - moment_seconds > settings.MEMORY_UNDO_SECONDS:
         raise UndoRefused(
             f"Too late to undo: a deletion can be undone for {minutes} minute{'s' if minutes != 1 else ''}, "

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 from datetime import date, datetime
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 from django import template
 from django.utils import dateformat
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from accounts.time_zones import UTC_NAME, readable, zone_label
+from accounts.time_zones import UTC_NAME, known_zone, readable, zone_label
 
 register = template.Library()
 
@@ -80,10 +80,5 @@ def _zone(context: template.Context) -> str:
     user: Any = context.get("user")
     if user is None and (request := context.get("request")) is not None:
         user = getattr(request, "user", None)
-    zone = getattr(user, "time_zone", "") or UTC_NAME
-    try:
-        ZoneInfo(zone)
-    except (ZoneInfoNotFoundError, ValueError):
-        # A zone this machine no longer knows: shown in UTC, and labelled so.
-        return UTC_NAME
-    return zone
+    # A zone this machine no longer knows: shown in UTC, and labelled so.
+    return known_zone(getattr(user, "time_zone", "") or UTC_NAME)

@@ -44,6 +44,7 @@ from memory.services import (
     memory_restore,
     memory_undo_delete,
 )
+from memory.undo import undo_minutes
 
 
 @login_required
@@ -177,7 +178,7 @@ def memory_delete_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """GET asks for confirmation; POST deletes the memory, its embedding and its history's text."""
     if request.method == "GET":
         memory = get_object_or_404(memory_list_for_user(user=request.user), pk=pk)
-        context = {"row": memory_row(memory), "undo_minutes": max(1, settings.MEMORY_UNDO_SECONDS // 60)}
+        context = {"row": memory_row(memory), "undo_minutes": undo_minutes()}
         if wants_partial(request):
             return render(request, "accounts/memory_delete.html#delete_confirm", context)
         return render(request, "accounts/memory_delete.html", context)

@@ -206,6 +206,14 @@ EVERY_NOTICE = {
     "mfa/email/webauthn_added": {},
     "mfa/email/webauthn_removed": {},
 }
+# What each of the second factor's notices says happened, in its text and its HTML alike.
+NOTICE_SAYS = {
+    "mfa/email/totp_activated": "An authenticator app was set up as the second step of signing in",
+    "mfa/email/totp_deactivated": "signing in no longer asks for its code",
+    "mfa/email/recovery_codes_generated": "New recovery codes were made",
+    "mfa/email/webauthn_added": "A security key was added to your",
+    "mfa/email/webauthn_removed": "A security key was removed from your",
+}
 
 
 def a_request(user: User | None = None):
@@ -249,7 +257,7 @@ def test_every_security_notice_has_both_parts_and_says_what_to_do_if_it_was_not_
     [message] = mail.outbox
     assert_in_the_products_voice(message)
     assert "If it wasn't, reset your password now:\nhttps://coach.example.com/accounts/password/reset/" in message.body
-    for value in EVERY_NOTICE[prefix].values():
+    for value in [*EVERY_NOTICE[prefix].values(), *([NOTICE_SAYS[prefix]] if prefix in NOTICE_SAYS else [])]:
         assert value in message.body and value in html_of(message)
 
 

@@ -23,12 +23,13 @@ def log_in(page: Page, live_app: str, user: User) -> None:
     page.get_by_label("Password:").fill(PASSWORD)
     page.get_by_role("button", name="Sign In").click()
     expect(page.get_by_role("heading", name="Your coach")).to_be_visible()
-    # The page's scripts are deferred: until they have run, a message would be sent as a
-    # plain form (a whole page load), which is not what these tests are about.
-    page.wait_for_load_state("domcontentloaded")
 
 
 def send(page: Page, text: str) -> None:
+    # The page's scripts are deferred: until they have run, a message would be sent as a
+    # plain form (a whole page load), which is not what these tests are about. Waited for
+    # here, so every way into the chat page (signing in, onboarding, a new conversation) has it.
+    page.wait_for_load_state("domcontentloaded")
     page.get_by_label("Message").fill(text)
     page.get_by_label("Message").press("Enter")
 

@@ -60,7 +60,7 @@ def test_the_next_chat_knows_the_intention_was_raised_and_what_the_email_said(
     email_send(email_id=Email.objects.get(kind="check_in").pk, now=IN_MAY)
     sent = Email.objects.get(kind="check_in")
 
-    prompt, _ = system_prompt(user=user, now=IN_MAY + timedelta(days=1))
+    prompt, _ = system_prompt(user=user, now=IN_MAY + timedelta(days=1), remembers=True)
 
     assert '"key": "ted-talk"' in prompt and '"status": "raised"' in prompt
     assert '"raised_by_email_on": "2026-05-20"' in prompt

@@ -81,7 +81,7 @@ def test_the_shoulder_the_coach_notes_again_is_kept_beside_the_persons_and_offer
 
     assert result["status"] == "saved", result
     assert [overlap["key"] for overlap in result["overlaps"]] == [typed.key]
-    prompt, _ = system_prompt(user=user, now=timezone.now())
+    prompt, _ = system_prompt(user=user, now=timezone.now(), remembers=True)
     assert "Bad left shoulder, no overhead pressing" in prompt and "overhead pressing or dips" in prompt
 
     client.force_login(user)
@@ -182,7 +182,7 @@ def test_an_undated_intention_comes_up_in_the_next_conversation_and_in_no_email(
     reachable_now(user)
     result = save(user, "pacing-later", "Come back to their pacing at some point", tier="prospective")
 
-    prompt, _ = system_prompt(user=user, now=timezone.now())
+    prompt, _ = system_prompt(user=user, now=timezone.now(), remembers=True)
     planned = [check_ins_plan(now=timezone.now() + timedelta(days=days)) for days in (0, 1, 7, 45)]
 
     assert result["status"] == "saved"
