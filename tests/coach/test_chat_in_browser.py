@@ -26,10 +26,12 @@ def log_in(page: Page, live_app: str, user: User) -> None:
 
 
 def send(page: Page, text: str) -> None:
-    # The page's scripts are deferred: until they have run, a message would be sent as a
-    # plain form (a whole page load), which is not what these tests are about. Waited for
-    # here, so every way into the chat page (signing in, onboarding, a new conversation) has it.
-    page.wait_for_load_state("domcontentloaded")
+    # The page's scripts are deferred and wire the form up when the document is ready: until
+    # then a message would be sent as a plain form (a whole page load), which is not what
+    # these tests are about. "load" comes after every one of them has run (DOMContentLoaded
+    # alone was seen to let a fast Enter through first). Waited for here, so every way into
+    # the chat page (signing in, onboarding, a new conversation) has it.
+    page.wait_for_load_state("load")
     page.get_by_label("Message").fill(text)
     page.get_by_label("Message").press("Enter")
 
