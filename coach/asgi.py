@@ -4,11 +4,11 @@ Before Django sees a request, its body is held to REQUEST_BODY_MAX_BYTES: one th
 it is larger is answered 413 at once, from its headers, its body never read (Django would
 first spool all of it to disk); one that does not say, and runs past the limit, is cut off.
 
-Besides HTTP, the app speaks ASGI's lifespan protocol for one thing: when the server
-stops, the replies this process is writing (on the turns' own loop, coach/runner.py) get
-up to SHUTDOWN_GRACE_SECONDS to be finished and saved before the process exits. Their
-readers meanwhile reconnect to another process, or to this one once it is back, and pick
-up where they were.
+Besides HTTP, the app speaks ASGI's lifespan protocol for two things. At startup the
+server's loop becomes the one turns run on (coach/runner.py), beside their readers. When
+the server stops, the replies this process is writing get up to SHUTDOWN_GRACE_SECONDS to
+be finished and saved before the process exits. Their readers meanwhile reconnect to
+another process, or to this one once it is back, and pick up where they were.
 """
 
 from __future__ import annotations
@@ -96,6 +96,7 @@ async def _lifespan(receive: Receive, send: Send) -> None:
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
+            runner.serve_on(asyncio.get_running_loop())
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             writing = runner.running()
@@ -106,5 +107,6 @@ async def _lifespan(receive: Receive, send: Send) -> None:
                 logger.warning(
                     "stopping with %s replies unfinished; the sweeper hands them back to be retried", runner.running()
                 )
+            runner.serve_on(None)
             await send({"type": "lifespan.shutdown.complete"})
             return

@@ -1,6 +1,6 @@
 """One chat turn: from a person's message, posted, to a reply saved, whatever happens.
 
-The turn starts when the message is posted, on the turns' own loop (coach/runner.py),
+The turn starts when the message is posted, on the loop turns run on (coach/runner.py),
 whether or not a browser ever listens. It claims the message and assembles what the model
 is sent in one transaction; streams the model's answer with the memory tools offered; applies
 their calls in order between rounds, for at most COACH_MAX_TOOL_ROUNDS rounds (then it must
@@ -27,7 +27,7 @@ import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.utils import timezone
@@ -43,6 +43,11 @@ from infra.llm import LLMError, ModelResponse, TextDelta
 from infra.tokens import estimate_tokens
 from memory.tool_schemas import tool_definitions
 from memory.tools import ToolContext, run_tool, settles
+
+if TYPE_CHECKING:
+    from accounts.models import User
+    from coach.conversation import Conversation
+    from coach.models import Message
 
 logger = logging.getLogger(__name__)
 
@@ -106,6 +111,11 @@ async def turn_run(*, user_id: int, message_id: int) -> None:
     if begun is None:
         return
     user, message, conversation = begun
+    with streams.written_here(message.pk):
+        await _answer(user, message, conversation)
+
+
+async def _answer(user: User, message: Message, conversation: Conversation) -> None:
     stop = _StopWatch(message.pk)
     words = _Words(message.pk, stop)
     usage = _Usage()

@@ -35,7 +35,8 @@ def asgi_app_server(*, access_log: bool = False) -> Iterator[str]:
         access_log=access_log,
         # None leaves the test's own logging (and its handlers) in place.
         log_config=None,
-        lifespan="off",
+        # As production runs it: turns run on the server's own loop, beside their readers.
+        lifespan="on",
         timeout_graceful_shutdown=2,
     )
     server = uvicorn.Server(config)

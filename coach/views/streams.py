@@ -114,29 +114,30 @@ async def _without_a_connection(events: AsyncIterator[str]) -> AsyncIterator[str
 async def _reply_events(user_id: int, token: str, message: Message, *, after: str) -> AsyncIterator[str]:
     urls = _Urls(message)
     try:
-        yield f"retry: {RECONNECT_MILLISECONDS}\n\n"
-        while True:
-            try:
-                events = await streams.reply_read(message.pk, after=after, block_seconds=QUIET_SECONDS)
-            except RedisError:
-                # No stream to follow: the reply is still written and saved; it is shown
-                # whole when the database has it.
-                await asyncio.sleep(WITHOUT_REDIS_POLL_SECONDS)
-                events = []
-            for event in events:
-                after = event.id
-                yield _sse(event.kind, urls.complete(event.kind, event.data), event_id=event.id)
-                if event.terminal:
+        with streams.ReplyFollower(message.pk) as follower:
+            yield f"retry: {RECONNECT_MILLISECONDS}\n\n"
+            while True:
+                try:
+                    events = await follower.read(after=after, block_seconds=QUIET_SECONDS)
+                except RedisError:
+                    # No stream to follow: the reply is still written and saved; it is shown
+                    # whole when the database has it.
+                    await asyncio.sleep(WITHOUT_REDIS_POLL_SECONDS)
+                    events = []
+                for event in events:
+                    after = event.id
+                    yield _sse(event.kind, urls.complete(event.kind, event.data), event_id=event.id)
+                    if event.terminal:
+                        return
+                if events:
+                    continue
+                outcome = await db_step(_outcome_of, message.pk)
+                if outcome is not None:
+                    kind, data = outcome
+                    yield _sse(kind, urls.complete(kind, data))
                     return
-            if events:
-                continue
-            outcome = await db_step(_outcome_of, message.pk)
-            if outcome is not None:
-                kind, data = outcome
-                yield _sse(kind, urls.complete(kind, data))
-                return
-            yield ": still writing\n\n"
-            await _quietly(streams.reader_alive(user_id, token))
+                yield ": still writing\n\n"
+                await _quietly(streams.reader_alive(user_id, token))
     finally:
         await _quietly(streams.reader_close(user_id, token))
 

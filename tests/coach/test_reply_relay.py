@@ -1,0 +1,160 @@
+"""A reader in the web process whose turn writes the reply is handed each piece there, as
+it is written, instead of reading it back from Redis; it still replays from Redis what
+came before it arrived. Whatever the timing, it sees exactly what the reply's Redis
+stream holds: every event once, in order, with the ids a reconnect resumes from."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+
+import pytest
+
+from coach import streams
+from infra.redis import redis_sync
+
+MESSAGE_ID = 424242
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The blocking times of every read of the reply's Redis stream."""
+    seen: list[float] = []
+    original = streams.reply_read
+
+    async def counted(message_id: int, *, after: str, block_seconds: float) -> list[streams.StreamEvent]:
+        seen.append(block_seconds)
+        return await original(message_id, after=after, block_seconds=block_seconds)
+
+    monkeypatch.setattr(streams, "reply_read", counted)
+    return seen
+
+
+def in_redis() -> list[streams.StreamEvent]:
+    return [streams._event(entry_id, fields) for entry_id, fields in redis_sync().xrange(streams.reply_key(MESSAGE_ID))]
+
+
+async def follow_to_the_end(follower: streams.ReplyFollower, *, after: str = "0") -> list[streams.StreamEvent]:
+    seen: list[streams.StreamEvent] = []
+    while not seen or not seen[-1].terminal:
+        events = await follower.read(after=after, block_seconds=2)
+        assert events, "the reader waited 2 s for a piece that had been written"
+        seen += events
+        after = events[-1].id
+    return seen
+
+
+async def write_reply(pieces: int, *, pause: float = 0.01) -> None:
+    for number in range(pieces):
+        await streams.words_append(MESSAGE_ID, streams.TEXT, {"text": f"piece {number} "}, first=number == 0)
+        await asyncio.sleep(pause)
+    await streams.reply_append(MESSAGE_ID, streams.DONE, {"html": "<p>done</p>"})
+
+
+async def follow_while_it_is_written(pieces: int, *, here: bool) -> list[streams.StreamEvent]:
+    """A reader from the start of a reply written by a turn of this process (`here`) or of
+    another one."""
+    with contextlib.ExitStack() as turn:
+        if here:
+            turn.enter_context(streams.written_here(MESSAGE_ID))
+        with streams.ReplyFollower(MESSAGE_ID) as follower:
+            writing = asyncio.ensure_future(write_reply(pieces))
+            seen = await follow_to_the_end(follower)
+            await writing
+    return seen
+
+
+def test_a_reader_in_the_writing_process_reads_redis_once_then_is_handed_every_piece(reads: list[float]) -> None:
+    seen = asyncio.run(follow_while_it_is_written(20, here=True))
+
+    assert seen == in_redis()
+    assert len(seen) == 21
+    # One look at Redis for what came before the reader, without waiting; then nothing.
+    assert reads == [0]
+
+
+def test_a_reader_arriving_mid_reply_replays_the_words_so_far_then_follows_without_a_repeat(
+    reads: list[float],
+) -> None:
+    async def scenario() -> list[streams.StreamEvent]:
+        with streams.written_here(MESSAGE_ID):
+            for number in range(5):
+                await streams.words_append(MESSAGE_ID, streams.TEXT, {"text": f"early {number} "}, first=number == 0)
+            with streams.ReplyFollower(MESSAGE_ID) as follower:
+                # Written after it subscribed but before it first reads: both in Redis and
+                # handed to it.
+                await streams.words_append(MESSAGE_ID, streams.TEXT, {"text": "between "})
+                writing = asyncio.ensure_future(write_reply(5))
+                seen = await follow_to_the_end(follower)
+                await writing
+        return seen
+
+    seen = asyncio.run(scenario())
+
+    assert [event.data.get("text") for event in seen[:6]] == [*(f"early {n} " for n in range(5)), "between "]
+    assert seen == in_redis()
+    assert len({event.id for event in seen}) == len(seen) == 12
+
+
+def test_a_reconnect_with_its_last_event_id_is_handed_only_what_came_after() -> None:
+    async def scenario() -> tuple[list[streams.StreamEvent], list[streams.StreamEvent]]:
+        with streams.written_here(MESSAGE_ID):
+            for number in range(5):
+                await streams.words_append(MESSAGE_ID, streams.TEXT, {"text": f"early {number} "}, first=number == 0)
+            with streams.ReplyFollower(MESSAGE_ID) as first:
+                before_drop = await first.read(after="0", block_seconds=2)
+            with streams.ReplyFollower(MESSAGE_ID) as again:
+                writing = asyncio.ensure_future(write_reply(10))
+                rest = await follow_to_the_end(again, after=before_drop[-1].id)
+            await writing
+        return before_drop, rest
+
+    before_drop, rest = asyncio.run(scenario())
+
+    assert len(before_drop) == 5
+    assert before_drop + rest == in_redis()
+
+
+def test_a_reader_on_another_loop_than_the_turn_is_handed_the_pieces_too(reads: list[float]) -> None:
+    """The test client runs turns on a loop of their own, in a thread; a reader on the
+    request's loop is handed their pieces across the two."""
+    turn_loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=turn_loop.run_forever, daemon=True)
+    thread.start()
+
+    async def scenario() -> list[streams.StreamEvent]:
+        with streams.written_here(MESSAGE_ID), streams.ReplyFollower(MESSAGE_ID) as follower:
+            writing = asyncio.wrap_future(asyncio.run_coroutine_threadsafe(write_reply(10), turn_loop))
+            seen = await follow_to_the_end(follower)
+            await writing
+        return seen
+
+    try:
+        seen = asyncio.run(scenario())
+    finally:
+        turn_loop.call_soon_threadsafe(turn_loop.stop)
+        thread.join(timeout=5)
+
+    assert seen == in_redis()
+    assert reads == [0]
+
+
+def test_a_reader_whose_turn_runs_in_another_process_blocks_on_redis(reads: list[float]) -> None:
+    seen = asyncio.run(follow_while_it_is_written(3, here=False))
+
+    assert seen == in_redis()
+    assert reads and all(blocking == 2 for blocking in reads)
+
+
+def test_a_reader_that_leaves_is_no_longer_handed_anything() -> None:
+    async def scenario() -> None:
+        with streams.ReplyFollower(MESSAGE_ID):
+            pass
+        with streams.written_here(MESSAGE_ID):
+            await write_reply(2)
+
+    asyncio.run(scenario())
+
+    assert MESSAGE_ID not in streams._followers
+    assert MESSAGE_ID not in streams._written_here
