@@ -55,7 +55,8 @@ def memories_by_similarity(
     exclude_category: str | None = None,
     in_use_only: bool = False,
 ) -> list[SimilarMemory]:
-    """The user's memories nearest to `vector`, nearest first.
+    """The user's memories nearest to `vector`, nearest first (each with its key, tier,
+    category and summary).
 
     An exact scan, on purpose: the user filter (on the user_id index) leaves at most a few
     hundred rows, which PostgreSQL compares in well under a millisecond. An approximate
@@ -65,6 +66,9 @@ def memories_by_similarity(
     """
     queryset = (
         memory_list_for_user(user=user, in_use_only=in_use_only)
+        # A match is shown and recorded by these alone: the rest (the note itself, the
+        # longest text) is neither sent nor decrypted.
+        .only("pk", "key", "tier", "category", "summary")
         .filter(embedding_model=model, embedding__isnull=False)
         .annotate(distance=CosineDistance("embedding", vector))
         .order_by("distance", "pk")

@@ -267,6 +267,19 @@ def test_search_ranks_the_users_memories_by_meaning(user: User) -> None:
     assert found[0]["similarity"] > found[1]["similarity"]
 
 
+def test_a_search_costs_one_query_however_many_it_finds_and_shows_no_notes(
+    user: User, django_assert_num_queries
+) -> None:
+    for n in range(12):
+        make_memory(user, f"note-{n}", summary=f"Shoulder note {n}", content=f"The whole note {n}, long.")
+
+    with django_assert_num_queries(1):
+        found = call(user, "search_memories", query="shoulder", limit=None)["memories"]
+
+    assert len(found) == 8
+    assert all(set(match) == {"key", "tier", "category", "summary", "similarity"} for match in found)
+
+
 def test_recall_opens_full_notes_by_key(user: User) -> None:
     make_memory(
         user,
