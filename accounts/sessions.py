@@ -1,13 +1,39 @@
 """The session engine (SESSION_ENGINE = "accounts.sessions"): Django's database sessions,
-stored with the user they belong to (accounts.models.LoginSession)."""
+stored with the user they belong to (accounts.models.LoginSession).
+
+A session is loaded with its owner, in one query; the authentication backends
+(accounts/backends.py) take that owner as the request's user rather than asking the
+database for the same row again."""
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
 
 from django.contrib.sessions.backends.db import SessionStore as DatabaseSessionStore
+from django.core.exceptions import SuspiciousOperation
+from django.db.models import QuerySet
+from django.utils import timezone
 
 from accounts.models import LoginSession
+
+if TYPE_CHECKING:
+    from accounts.models import User
+
+# The owner of the session this request (this context) loaded last; taken once, by the
+# backend's get_user, which follows the load within the same `request.user`.
+_owner_loaded: ContextVar[User | None] = ContextVar("owner_loaded_with_session", default=None)
+
+
+def owner_loaded_with_session(user_id: Any) -> User | None:
+    """The person the request's session was just loaded with, if `user_id` is theirs;
+    None otherwise (then the backend reads the person itself). Taken once."""
+    owner = _owner_loaded.get()
+    if owner is None:
+        return None
+    _owner_loaded.set(None)
+    return owner if str(owner.pk) == str(user_id) else None
 
 
 class SessionStore(DatabaseSessionStore):
@@ -21,3 +47,29 @@ class SessionStore(DatabaseSessionStore):
         user_id = data.get("_auth_user_id")
         session.user_id = int(user_id) if user_id is not None and str(user_id).isdigit() else None
         return session
+
+    def _get_session_from_db(self) -> LoginSession | None:
+        try:
+            session = self._with_owner().get(session_key=self.session_key, expire_date__gt=timezone.now())
+        except (LoginSession.DoesNotExist, SuspiciousOperation) as error:
+            return self._not_found(error)
+        _owner_loaded.set(session.user)
+        return session
+
+    async def _aget_session_from_db(self) -> LoginSession | None:
+        try:
+            session = await self._with_owner().aget(session_key=self.session_key, expire_date__gt=timezone.now())
+        except (LoginSession.DoesNotExist, SuspiciousOperation) as error:
+            return self._not_found(error)
+        _owner_loaded.set(session.user)
+        return session
+
+    def _with_owner(self) -> QuerySet[LoginSession]:
+        return LoginSession.objects.select_related("user")
+
+    def _not_found(self, error: Exception) -> None:
+        # As Django's own store does: a tampered key is logged, and the session starts afresh.
+        if isinstance(error, SuspiciousOperation):
+            logging.getLogger(f"django.security.{error.__class__.__name__}").warning(str(error))
+        _owner_loaded.set(None)
+        self._session_key = None

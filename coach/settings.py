@@ -180,9 +180,10 @@ CACHES = {
 AUTH_USER_MODEL = "accounts.User"
 # Database sessions that know their owner, so erasing a person ends every login of theirs.
 SESSION_ENGINE = "accounts.sessions"
+# Django's and allauth's, taking the person loaded with the login session as its user.
 AUTHENTICATION_BACKENDS = [
-    "django.contrib.auth.backends.ModelBackend",
-    "allauth.account.auth_backends.AuthenticationBackend",
+    "accounts.backends.ModelBackend",
+    "accounts.backends.AuthenticationBackend",
 ]
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -347,9 +347,9 @@ def test_the_page_reads_a_fixed_number_of_queries(
     memory = make_memory(user, "peanuts", source="user", category="allergy")
     proposal_make(user=user, memory=memory, kind="delete", draft=None, reason="no longer true")
 
-    # The session and its user, then: memories, emails, proposals, memories that read
-    # alike, recently forgotten.
-    with django_assert_num_queries(8):
+    # The session with its user (one query), then: memories, emails, proposals, memories
+    # that read alike, recently forgotten.
+    with django_assert_num_queries(7):
         html = page(client)
 
     assert html.count('class="memory') >= count

@@ -1,0 +1,93 @@
+"""Who is signed in: the login session and its person are read in one query, and every
+check Django and allauth make on a session still holds on the person read with it."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+from django.apps import apps
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user
+from django.contrib.sessions.middleware import SessionMiddleware
+from django.http import HttpRequest, HttpResponse
+from django.test import Client, RequestFactory
+
+from accounts.backends import ModelBackend
+from accounts.models import User
+from accounts.sessions import SessionStore
+from tests.conftest import PASSWORD
+
+pytestmark = pytest.mark.django_db
+
+renaming = importlib.import_module("accounts.migrations.0005_login_sessions_name_the_app_backends")
+
+
+def request_with(client: Client) -> HttpRequest:
+    request = RequestFactory().get("/")
+    request.COOKIES["sessionid"] = client.cookies["sessionid"].value
+    SessionMiddleware(lambda _: HttpResponse()).process_request(request)
+    return request
+
+
+def signed_in_before_the_rename(user: User) -> str:
+    """A session as the login of the previous release stored it."""
+    store = SessionStore()
+    store[SESSION_KEY] = str(user.pk)
+    store[BACKEND_SESSION_KEY] = "allauth.account.auth_backends.AuthenticationBackend"
+    store[HASH_SESSION_KEY] = user.get_session_auth_hash()
+    store.create()
+    return store.session_key
+
+
+def test_who_is_signed_in_costs_one_query(client: Client, user: User, django_assert_num_queries) -> None:
+    client.force_login(user)
+    request = request_with(client)
+
+    with django_assert_num_queries(1):
+        signed_in = get_user(request)
+
+    assert signed_in == user
+
+
+def test_a_person_made_inactive_is_signed_out_though_their_session_stands(client: Client, user: User) -> None:
+    client.force_login(user)
+    User.objects.filter(pk=user.pk).update(is_active=False)
+
+    assert not get_user(request_with(client)).is_authenticated
+
+
+def test_a_changed_password_signs_the_persons_other_sessions_out(user: User) -> None:
+    elsewhere = Client()
+    elsewhere.post("/accounts/login/", {"login": user.email, "password": PASSWORD})
+    assert elsewhere.get("/account/").status_code == 200
+
+    user.set_password("a whole new passphrase 42")
+    user.save()
+
+    assert elsewhere.get("/account/").status_code == 302
+
+
+def test_the_session_owner_is_handed_only_for_the_person_it_belongs_to(
+    client: Client, user: User, other_user: User
+) -> None:
+    client.force_login(user)
+    request = request_with(client)
+    request.session.load()
+
+    # Whatever asks next for someone else gets that someone, read from the database.
+    assert ModelBackend().get_user(other_user.pk) == other_user
+    assert ModelBackend().get_user(user.pk) == user
+
+
+def test_a_session_signed_in_before_the_backends_were_renamed_stays_signed_in(user: User) -> None:
+    client = Client()
+    client.cookies["sessionid"] = signed_in_before_the_rename(user)
+    assert client.get("/account/").status_code == 302, "the old name is no longer listed"
+
+    renaming.forwards(apps, None)
+
+    assert client.get("/account/").status_code == 200
+    renaming.backwards(apps, None)
+    assert SessionStore(client.cookies["sessionid"].value).load()[BACKEND_SESSION_KEY] == (
+        "allauth.account.auth_backends.AuthenticationBackend"
+    )
