@@ -42,11 +42,11 @@ class SessionStore(DatabaseSessionStore):
         return LoginSession
 
     def create_model_instance(self, data: dict[str, Any]) -> LoginSession:
-        session = super().create_model_instance(data)
-        # A session is tied to its owner from the login on; an anonymous one has none.
-        user_id = data.get("_auth_user_id")
-        session.user_id = int(user_id) if user_id is not None and str(user_id).isdigit() else None
-        return session
+        return _owned(super().create_model_instance(data), data)
+
+    async def acreate_model_instance(self, data: dict[str, Any]) -> LoginSession:
+        # Saved from async code (an async login) as from sync: with its owner.
+        return _owned(await super().acreate_model_instance(data), data)
 
     def _get_session_from_db(self) -> LoginSession | None:
         try:
@@ -73,3 +73,10 @@ class SessionStore(DatabaseSessionStore):
             logging.getLogger(f"django.security.{error.__class__.__name__}").warning(str(error))
         _owner_loaded.set(None)
         self._session_key = None
+
+
+def _owned(session: LoginSession, data: dict[str, Any]) -> LoginSession:
+    # A session is tied to its owner from the login on; an anonymous one has none.
+    user_id = data.get("_auth_user_id")
+    session.user_id = int(user_id) if user_id is not None and str(user_id).isdigit() else None
+    return session

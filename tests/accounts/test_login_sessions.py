@@ -6,14 +6,15 @@ from __future__ import annotations
 import importlib
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.apps import apps
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user
 from django.contrib.sessions.middleware import SessionMiddleware
 from django.http import HttpRequest, HttpResponse
-from django.test import Client, RequestFactory
+from django.test import AsyncClient, Client, RequestFactory
 
 from accounts.backends import ModelBackend
-from accounts.models import User
+from accounts.models import LoginSession, User
 from accounts.sessions import SessionStore
 from tests.conftest import PASSWORD
 
@@ -91,3 +92,10 @@ def test_a_session_signed_in_before_the_backends_were_renamed_stays_signed_in(us
     assert SessionStore(client.cookies["sessionid"].value).load()[BACKEND_SESSION_KEY] == (
         "allauth.account.auth_backends.AuthenticationBackend"
     )
+
+
+def test_a_session_saved_by_an_async_login_belongs_to_its_person(user: User) -> None:
+    client = AsyncClient()
+    async_to_sync(client.aforce_login)(user)
+
+    assert LoginSession.objects.get(session_key=client.cookies["sessionid"].value).user_id == user.pk
