@@ -8,7 +8,8 @@
    and with 74 memories.
 2. A model that takes 2 seconds to stream each reply, and `--streams` conversations at
    once against one uvicorn process: all must complete; the figure is how long the app
-   takes to pass on the first words (the model sends them at once).
+   takes to pass on the first words (the model sends them at once). Then twice as many,
+   at twice the rate, against one uvicorn process per core (two here).
 3. Reload to first word: replies being written, and readers arriving mid-reply (a reload,
    a second tab) who must be shown the words so far; the time from the request to them.
 4. `--streams` replies read by two readers each through two uvicorn processes (one reader
@@ -273,37 +274,41 @@ def waiting_messages(prefix: str, count: int) -> list[tuple[str, str, Message]]:
     return targets
 
 
-def measure_concurrent_streams(server: ModelServer, streams: int, ramp_seconds: float) -> dict:
-    """One uvicorn process; `streams` replies in flight together, each streamed by the model
-    over 2 s, the conversations opening evenly over `ramp_seconds` (0: all at once)."""
-    port = 8765
-    process = web_process(server, port)
+def measure_concurrent_streams(server: ModelServer, streams: int, ramp_seconds: float, processes: int = 1) -> dict:
+    """`processes` uvicorn processes; `streams` replies in flight together, each streamed by
+    the model over 2 s, the conversations opening evenly over `ramp_seconds` (0: all at
+    once) and spread over the processes in turn, each reply read once."""
+    ports = [8765 + n for n in range(processes)]
+    web = [web_process(server, port) for port in ports]
     try:
-        targets = [
-            (f"http://127.0.0.1:{port}{path}", cookie) for path, cookie, _ in waiting_messages("stream", streams)
-        ]
+        targets = waiting_messages(f"stream{processes}", streams)
         words = REPLY.split(" ")
         for _ in range(streams):
             # The first words go out at once; the rest take the model 2 seconds.
             server.queue_text(REPLY, chunk_delay_seconds=STREAM_SECONDS / len(words))
-        gap = ramp_seconds / streams
-        cpu_before = _cpu_seconds(process.pid)
+        cpu_before = sum(_cpu_seconds(process.pid) for process in web)
         began = time.perf_counter()
         plan = {
-            "port": port,
-            "gap": gap,
+            "port": ports[0],
+            "gap": ramp_seconds / streams,
             "first_words": "^event: text",
             "requests": [
-                {"method": "GET", "path": url.split(str(port), 1)[1], "headers": {"Cookie": f"sessionid={cookie}"}}
-                for url, cookie in targets
+                {
+                    "method": "GET",
+                    "path": path,
+                    "headers": {"Cookie": f"sessionid={cookie}"},
+                    "port": ports[n % processes],
+                }
+                for n, (path, cookie, _) in enumerate(targets)
             ],
         }
         results = _follow_in_own_process(plan)
         wall = time.perf_counter() - began
-        app_cpu = _cpu_seconds(process.pid) - cpu_before
+        app_cpu = sum(_cpu_seconds(process.pid) for process in web) - cpu_before
     finally:
-        process.terminate()
-        process.wait(timeout=30)
+        for process in web:
+            process.terminate()
+            process.wait(timeout=30)
     firsts = sorted(first * 1000 for first, _, _ in results)
     return {
         "completed": sum(done for _, _, done in results),
@@ -461,6 +466,9 @@ def main() -> None:
     tokens = prompt_tokens(server)
     streams = measure_concurrent_streams(server, args.streams, args.ramp_seconds)
     model = model_alone(server, args.streams, args.ramp_seconds)
+    # One web process per core, at twice the rate.
+    per_core = measure_concurrent_streams(server, 2 * args.streams, args.ramp_seconds, processes=2)
+    model_per_core = model_alone(server, 2 * args.streams, args.ramp_seconds)
     reload = measure_reload(server, replies=10, readers=args.readers)
     pair = measure_two_processes(server, args.streams, args.ramp_seconds)
     server.stop()
@@ -508,6 +516,11 @@ def main() -> None:
         f"{streams['first_p95'] - model['first_p95']:.1f} | |"
     )
     print(
+        f"| {2 * args.streams} replies opened over {args.ramp_seconds:g} s, two uvicorn processes (one per core): "
+        f"what the app adds to the first words (ms) | {per_core['first_p50'] - model_per_core['first_p50']:.1f} "
+        f"| {per_core['first_p95'] - model_per_core['first_p95']:.1f} | |"
+    )
+    print(
         f"| reload to first word, {args.readers} readers arriving mid-reply (ms) | {reload['p50']:.1f} "
         f"| {reload['p95']:.1f} | |"
     )
@@ -524,6 +537,11 @@ def main() -> None:
         f"{streams['completed']} of {args.streams} streams completed in {streams['wall']:.1f} s in all; "
         f"the uvicorn process used {streams['app_cpu']:.1f} s of CPU "
         f"({streams['app_cpu'] * 1000 / args.streams:.0f} ms a turn)"
+    )
+    print(
+        f"One process per core: {per_core['completed']} of {2 * args.streams} streams completed in "
+        f"{per_core['wall']:.1f} s; the two used {per_core['app_cpu']:.1f} s of CPU "
+        f"({per_core['app_cpu'] * 1000 / (2 * args.streams):.0f} ms a turn)"
     )
 
 
