@@ -86,28 +86,35 @@ def readers_key(user_id: int) -> str:
 
 async def reply_append(message_id: int, kind: str, data: dict[str, Any]) -> str:
     """Add a reply's terminal event (done, failed or stopped); its stream then expires soon."""
-    key = reply_key(message_id)
-    async with redis_async().pipeline(transaction=False) as pipe:
-        pipe.xadd(key, {"kind": kind, "data": json.dumps(data)}, maxlen=STREAM_MAX_EVENTS, approximate=True)
-        pipe.expire(key, FINISHED_KEEP_SECONDS)
-        event_id, _ = await pipe.execute()
-    _relay(message_id, StreamEvent(id=str(event_id), kind=kind, data=data))
-    return str(event_id)
+    event_id, _ = await asyncio.shield(_added(message_id, kind, data, expire=FINISHED_KEEP_SECONDS, ask_stop=False))
+    return event_id
 
 
 async def words_append(message_id: int, kind: str, data: dict[str, Any], *, first: bool = False) -> bool:
     """Add a piece of a reply being written (never its terminal event), and learn in the same
     round trip whether the person asked its turn to stop. The first piece sets the stream to
     expire in a while, in case its turn dies without a terminal event."""
+    expire = UNFINISHED_KEEP_SECONDS if first else None
+    _, stop = await asyncio.shield(_added(message_id, kind, data, expire=expire, ask_stop=True))
+    return stop
+
+
+async def _added(
+    message_id: int, kind: str, data: dict[str, Any], *, expire: int | None, ask_stop: bool
+) -> tuple[str, bool]:
+    """One event into the reply's stream, then handed to this process's readers. Shielded by
+    its callers: a turn cut off while Redis takes the event still hands it over, so a
+    reader here never misses what Redis holds."""
     key = reply_key(message_id)
     async with redis_async().pipeline(transaction=False) as pipe:
         pipe.xadd(key, {"kind": kind, "data": json.dumps(data)}, maxlen=STREAM_MAX_EVENTS, approximate=True)
-        if first:
-            pipe.expire(key, UNFINISHED_KEEP_SECONDS)
-        pipe.exists(stop_key(message_id))
-        event_id, *_, stop = await pipe.execute()
+        if expire is not None:
+            pipe.expire(key, expire)
+        if ask_stop:
+            pipe.exists(stop_key(message_id))
+        event_id, *rest = await pipe.execute()
     _relay(message_id, StreamEvent(id=str(event_id), kind=kind, data=data))
-    return bool(stop)
+    return str(event_id), bool(ask_stop and rest[-1])
 
 
 async def stop_requested(message_id: int) -> bool:
@@ -162,11 +169,11 @@ class ReplyFollower:
     is in one or the other, and one seen in both is passed on once (by its id)."""
 
     message_id: int
-    _loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.get_running_loop)
-    _handed: asyncio.Queue[StreamEvent] = field(default_factory=asyncio.Queue)
+    _loop: asyncio.AbstractEventLoop = field(init=False, default_factory=asyncio.get_running_loop)
+    _handed: asyncio.Queue[StreamEvent] = field(init=False, default_factory=asyncio.Queue)
     # Whether Redis has been read to its end since subscribing: from then on a piece of
     # this process's turn is in the queue.
-    _caught_up: bool = False
+    _caught_up: bool = field(init=False, default=False)
 
     def __enter__(self) -> ReplyFollower:
         with _relay_lock:
@@ -195,10 +202,13 @@ class ReplyFollower:
             return handed
         try:
             async with asyncio.timeout(block_seconds):
-                self._handed.put_nowait(await self._handed.get())
+                first = await self._handed.get()
         except TimeoutError:
-            return []
-        return self._handed_after(after)
+            # Quiet for a while: anything in Redis that was not handed over is read from there.
+            events = await reply_read(self.message_id, after=after, block_seconds=0)
+            self._caught_up = len(events) < READ_COUNT
+            return events
+        return [event for event in (first, *self._handed_after(after)) if _order(event.id) > _order(after)]
 
     def hand(self, event: StreamEvent) -> None:
         """Pass on a piece just written, from the loop of the turn that wrote it."""

@@ -35,10 +35,14 @@ def in_redis() -> list[streams.StreamEvent]:
     return [streams._event(entry_id, fields) for entry_id, fields in redis_sync().xrange(streams.reply_key(MESSAGE_ID))]
 
 
-async def follow_to_the_end(follower: streams.ReplyFollower, *, after: str = "0") -> list[streams.StreamEvent]:
+async def follow_to_the_end(
+    follower: streams.ReplyFollower, writing: asyncio.Future[None], *, after: str = "0"
+) -> list[streams.StreamEvent]:
     seen: list[streams.StreamEvent] = []
     while not seen or not seen[-1].terminal:
         events = await follower.read(after=after, block_seconds=2)
+        if not events and writing.done():
+            writing.result()  # the writer's own failure, if that is why nothing came
         assert events, "the reader waited 2 s for a piece that had been written"
         seen += events
         after = events[-1].id
@@ -60,7 +64,7 @@ async def follow_while_it_is_written(pieces: int, *, here: bool) -> list[streams
             turn.enter_context(streams.written_here(MESSAGE_ID))
         with streams.ReplyFollower(MESSAGE_ID) as follower:
             writing = asyncio.ensure_future(write_reply(pieces))
-            seen = await follow_to_the_end(follower)
+            seen = await follow_to_the_end(follower, writing)
             await writing
     return seen
 
@@ -86,7 +90,7 @@ def test_a_reader_arriving_mid_reply_replays_the_words_so_far_then_follows_witho
                 # handed to it.
                 await streams.words_append(MESSAGE_ID, streams.TEXT, {"text": "between "})
                 writing = asyncio.ensure_future(write_reply(5))
-                seen = await follow_to_the_end(follower)
+                seen = await follow_to_the_end(follower, writing)
                 await writing
         return seen
 
@@ -106,7 +110,7 @@ def test_a_reconnect_with_its_last_event_id_is_handed_only_what_came_after() -> 
                 before_drop = await first.read(after="0", block_seconds=2)
             with streams.ReplyFollower(MESSAGE_ID) as again:
                 writing = asyncio.ensure_future(write_reply(10))
-                rest = await follow_to_the_end(again, after=before_drop[-1].id)
+                rest = await follow_to_the_end(again, writing, after=before_drop[-1].id)
             await writing
         return before_drop, rest
 
@@ -126,7 +130,7 @@ def test_a_reader_on_another_loop_than_the_turn_is_handed_the_pieces_too(reads: 
     async def scenario() -> list[streams.StreamEvent]:
         with streams.written_here(MESSAGE_ID), streams.ReplyFollower(MESSAGE_ID) as follower:
             writing = asyncio.wrap_future(asyncio.run_coroutine_threadsafe(write_reply(10), turn_loop))
-            seen = await follow_to_the_end(follower)
+            seen = await follow_to_the_end(follower, writing)
             await writing
         return seen
 
@@ -158,3 +162,29 @@ def test_a_reader_that_leaves_is_no_longer_handed_anything() -> None:
 
     assert MESSAGE_ID not in streams._followers
     assert MESSAGE_ID not in streams._written_here
+
+
+def test_pieces_handed_over_together_come_out_in_the_order_they_were_written() -> None:
+    pieces = [streams.StreamEvent(id=f"{n}-0", kind=streams.TEXT, data={"text": str(n)}) for n in (5, 6, 7)]
+
+    async def scenario() -> list[streams.StreamEvent]:
+        with streams.written_here(MESSAGE_ID), streams.ReplyFollower(MESSAGE_ID) as follower:
+            reading = asyncio.ensure_future(follower.read(after="0", block_seconds=2))
+            await asyncio.sleep(0.1)  # it has looked at Redis, and waits for what is handed over
+            # All three before the reader wakes, as when its loop is busy elsewhere.
+            for piece in pieces:
+                follower.hand(piece)
+            return await reading
+
+    assert asyncio.run(scenario()) == pieces
+
+
+def test_a_piece_in_redis_that_was_never_handed_over_is_read_from_redis_after_a_quiet_while() -> None:
+    async def scenario() -> list[streams.StreamEvent]:
+        with streams.written_here(MESSAGE_ID), streams.ReplyFollower(MESSAGE_ID) as follower:
+            assert await follower.read(after="0", block_seconds=0.1) == []
+            # Written to Redis by a turn cut off before it could hand the piece over.
+            redis_sync().xadd(streams.reply_key(MESSAGE_ID), {"kind": streams.TEXT, "data": '{"text": "lost"}'})
+            return await follower.read(after="0", block_seconds=0.2)
+
+    assert [event.data for event in asyncio.run(scenario())] == [{"text": "lost"}]

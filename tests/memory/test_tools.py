@@ -273,11 +273,13 @@ def test_a_search_costs_one_query_however_many_it_finds_and_shows_no_notes(
     for n in range(12):
         make_memory(user, f"note-{n}", summary=f"Shoulder note {n}", content=f"The whole note {n}, long.")
 
-    with django_assert_num_queries(1):
+    with django_assert_num_queries(1) as queries:
         found = call(user, "search_memories", query="shoulder", limit=None)["memories"]
 
     assert len(found) == 8
     assert all(set(match) == {"key", "tier", "category", "summary", "similarity"} for match in found)
+    # The notes themselves are neither read nor decrypted.
+    assert '"memory_memory"."content"' not in queries.captured_queries[0]["sql"]
 
 
 def test_recall_opens_full_notes_by_key(user: User) -> None:
