@@ -7,7 +7,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, BaseUserManager, PermissionsMixin
-from django.contrib.sessions.base_session import AbstractBaseSession
+from django.contrib.sessions.base_session import AbstractBaseSession, BaseSessionManager
 from django.db import models
 from django.utils import timezone
 
@@ -57,6 +57,13 @@ class User(AbstractBaseUser, PermissionsMixin):
         return self.email
 
 
+class LoginSessionManager(BaseSessionManager["LoginSession"]):
+    def get_queryset(self) -> models.QuerySet[LoginSession]:
+        # A session is read with its owner, in the same query: the request's user is that
+        # owner (accounts/backends.py), not a second read of the same person.
+        return super().get_queryset().select_related("user")
+
+
 class LoginSession(AbstractBaseSession):
     """A login session (Django's session table, with its owner): erasing a person erases
     their sessions in the same statement, and nothing has to decode every session to find
@@ -65,6 +72,8 @@ class LoginSession(AbstractBaseSession):
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.DB_CASCADE, null=True, blank=True, related_name="login_sessions"
     )
+
+    objects = LoginSessionManager()
 
     class Meta:
         db_table = "accounts_login_session"

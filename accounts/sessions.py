@@ -7,14 +7,10 @@ database for the same row again."""
 
 from __future__ import annotations
 
-import logging
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from django.contrib.sessions.backends.db import SessionStore as DatabaseSessionStore
-from django.core.exceptions import SuspiciousOperation
-from django.db.models import QuerySet
-from django.utils import timezone
 
 from accounts.models import LoginSession
 
@@ -49,30 +45,15 @@ class SessionStore(DatabaseSessionStore):
         return _owned(await super().acreate_model_instance(data), data)
 
     def _get_session_from_db(self) -> LoginSession | None:
-        try:
-            session = self._with_owner().get(session_key=self.session_key, expire_date__gt=timezone.now())
-        except (LoginSession.DoesNotExist, SuspiciousOperation) as error:
-            return self._not_found(error)
-        _owner_loaded.set(session.user)
+        # Read with its owner (LoginSession's manager), kept for the backend to take.
+        session = super()._get_session_from_db()
+        _owner_loaded.set(session.user if session is not None else None)
         return session
 
     async def _aget_session_from_db(self) -> LoginSession | None:
-        try:
-            session = await self._with_owner().aget(session_key=self.session_key, expire_date__gt=timezone.now())
-        except (LoginSession.DoesNotExist, SuspiciousOperation) as error:
-            return self._not_found(error)
-        _owner_loaded.set(session.user)
+        session = await super()._aget_session_from_db()
+        _owner_loaded.set(session.user if session is not None else None)
         return session
-
-    def _with_owner(self) -> QuerySet[LoginSession]:
-        return LoginSession.objects.select_related("user")
-
-    def _not_found(self, error: Exception) -> None:
-        # As Django's own store does: a tampered key is logged, and the session starts afresh.
-        if isinstance(error, SuspiciousOperation):
-            logging.getLogger(f"django.security.{error.__class__.__name__}").warning(str(error))
-        _owner_loaded.set(None)
-        self._session_key = None
 
 
 def _owned(session: LoginSession, data: dict[str, Any]) -> LoginSession:

@@ -8,7 +8,7 @@ import importlib
 import pytest
 from asgiref.sync import async_to_sync
 from django.apps import apps
-from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, aget_user, get_user
 from django.contrib.sessions.middleware import SessionMiddleware
 from django.http import HttpRequest, HttpResponse
 from django.test import AsyncClient, Client, RequestFactory
@@ -50,11 +50,24 @@ def test_who_is_signed_in_costs_one_query(client: Client, user: User, django_ass
     assert signed_in == user
 
 
-def test_a_person_made_inactive_is_signed_out_though_their_session_stands(client: Client, user: User) -> None:
+def test_who_is_signed_in_costs_one_query_from_async_code_too(
+    client: Client, user: User, django_assert_num_queries
+) -> None:
+    client.force_login(user)
+    request = request_with(client)
+
+    with django_assert_num_queries(1):
+        signed_in = async_to_sync(aget_user)(request)
+
+    assert signed_in == user
+
+
+@pytest.mark.parametrize("who_asks", [get_user, async_to_sync(aget_user)], ids=["sync", "async"])
+def test_a_person_made_inactive_is_signed_out_though_their_session_stands(client: Client, user: User, who_asks) -> None:
     client.force_login(user)
     User.objects.filter(pk=user.pk).update(is_active=False)
 
-    assert not get_user(request_with(client)).is_authenticated
+    assert not who_asks(request_with(client)).is_authenticated
 
 
 def test_a_changed_password_signs_the_persons_other_sessions_out(user: User) -> None:
@@ -69,15 +82,17 @@ def test_a_changed_password_signs_the_persons_other_sessions_out(user: User) -> 
 
 
 def test_the_session_owner_is_handed_only_for_the_person_it_belongs_to(
-    client: Client, user: User, other_user: User
+    client: Client, user: User, other_user: User, django_assert_num_queries
 ) -> None:
     client.force_login(user)
     request = request_with(client)
     request.session.load()
 
-    # Whatever asks next for someone else gets that someone, read from the database.
+    # Whatever asks next for someone else gets that someone, read from the database; and
+    # the session's owner is not kept for a later ask either.
     assert ModelBackend().get_user(other_user.pk) == other_user
-    assert ModelBackend().get_user(user.pk) == user
+    with django_assert_num_queries(1):
+        assert ModelBackend().get_user(user.pk) == user
 
 
 def test_a_session_signed_in_before_the_backends_were_renamed_stays_signed_in(user: User) -> None:
@@ -99,3 +114,14 @@ def test_a_session_saved_by_an_async_login_belongs_to_its_person(user: User) -> 
     async_to_sync(client.aforce_login)(user)
 
     assert LoginSession.objects.get(session_key=client.cookies["sessionid"].value).user_id == user.pk
+
+
+def test_a_session_an_async_login_left_without_an_owner_is_given_one_or_deleted(user: User, other_user: User) -> None:
+    kept, orphaned = signed_in_before_the_rename(user), signed_in_before_the_rename(other_user)
+    LoginSession.objects.filter(session_key__in=[kept, orphaned]).update(user=None)
+    other_user.delete()
+
+    renaming.forwards(apps, None)
+
+    assert LoginSession.objects.get(session_key=kept).user_id == user.pk
+    assert not LoginSession.objects.filter(session_key=orphaned).exists()
