@@ -528,6 +528,9 @@ def main() -> None:
         f"| {args.streams} replies, 2 readers each through 2 uvicorn processes: time to first words (ms) | "
         f"{pair['first_p50']:.1f} | {pair['first_p95']:.1f} | |"
     )
+    print("(target: the app adds under 50 ms p95, on one process and on one per core at twice the rate; before")
+    print(" turns ran beside their readers, it added p50 77-129 / p95 536-759 ms on one process, 616 / 1,028 ms")
+    print(" on two at twice the rate, and 2 readers each through 2 processes waited 308 / 634 ms)")
     print(
         f"\nTwo processes: {pair['completed']} of {pair['readers']} readers saw their reply done in "
         f"{pair['wall']:.1f} s; the model was asked {pair['model_asked']} times for {args.streams} replies; "
