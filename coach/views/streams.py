@@ -3,9 +3,11 @@ messages of a conversation open in several tabs.
 
 Both read Redis (coach/streams.py), so any web process serves any reader: a reload, a
 second tab or a reconnect replays the reply from its start (or from the Last-Event-ID the
-browser sends back) and follows the rest. A reader whose stream has gone quiet asks the
-database what became of the message, so one whose turn's events never reached Redis
-still learns the outcome. Each person may hold COACH_MAX_OPEN_STREAMS readers open.
+browser sends back) and follows the rest; in the process whose turn writes the reply, the
+rest is handed over there as it is written (coach/streams.ReplyFollower). A reader whose
+stream has gone quiet asks the database what became of the message, so one whose turn's
+events never reached Redis still learns the outcome. Each person may hold
+COACH_MAX_OPEN_STREAMS readers open.
 """
 
 from __future__ import annotations
