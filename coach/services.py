@@ -92,7 +92,8 @@ def message_post(
         # Serialises this session's submissions, so a double submit cannot slip through.
         session = ChatSession.objects.select_for_update().get(pk=session.pk)
         # One row answers both checks: the submission with this client id if there is one,
-        # else the person's last message, if it came within the last minute.
+        # else the person's last message, if it came within the last minute. A statement of
+        # its own, after the lock: one that waited on it sees what the other one saved.
         window_start = now - timedelta(seconds=DUPLICATE_WINDOW_SECONDS)
         wanted = Q(role=Message.Role.USER, created_at__gt=window_start)
         first = ["-created_at", "-pk"]
