@@ -24,7 +24,7 @@ from django.http import HttpRequest
 from django.template.loader import render_to_string
 from django.urls import reverse
 
-from accounts.time_zones import UTC_NAME, known_zone
+from accounts.time_zones import known_zone
 from emails.outbox import mail_queue
 from infra.encryption import decrypt, encrypt
 
@@ -138,7 +138,7 @@ def _drop_message(request: HttpRequest, text: str) -> None:
 
 
 def _zone_name(user: AbstractBaseUser) -> str:
-    return known_zone(getattr(user, "time_zone", "") or UTC_NAME)
+    return known_zone(getattr(user, "time_zone", ""))
 
 
 class MfaAdapter(DefaultMFAAdapter):

@@ -22,7 +22,7 @@ from django.utils import dateformat
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from accounts.time_zones import UTC_NAME, known_zone, readable, zone_label
+from accounts.time_zones import known_zone, readable, zone_label
 
 register = template.Library()
 
@@ -81,4 +81,4 @@ def _zone(context: template.Context) -> str:
     if user is None and (request := context.get("request")) is not None:
         user = getattr(request, "user", None)
     # A zone this machine no longer knows: shown in UTC, and labelled so.
-    return known_zone(getattr(user, "time_zone", "") or UTC_NAME)
+    return known_zone(getattr(user, "time_zone", ""))
