@@ -203,12 +203,15 @@ class ReplyFollower:
         try:
             async with asyncio.timeout(block_seconds):
                 first = await self._handed.get()
+                # A piece Redis gave this reader already may still be on its way over.
+                while _order(first.id) <= _order(after):
+                    first = await self._handed.get()
         except TimeoutError:
             # Quiet for a while: anything in Redis that was not handed over is read from there.
             events = await reply_read(self.message_id, after=after, block_seconds=0)
             self._caught_up = len(events) < READ_COUNT
             return events
-        return [event for event in (first, *self._handed_after(after)) if _order(event.id) > _order(after)]
+        return [first, *self._handed_after(after)]
 
     def hand(self, event: StreamEvent) -> None:
         """Pass on a piece just written, from the loop of the turn that wrote it."""

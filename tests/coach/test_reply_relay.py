@@ -188,3 +188,20 @@ def test_a_piece_in_redis_that_was_never_handed_over_is_read_from_redis_after_a_
             return await follower.read(after="0", block_seconds=0.2)
 
     assert [event.data for event in asyncio.run(scenario())] == [{"text": "lost"}]
+
+
+def test_a_piece_handed_over_after_redis_gave_it_is_not_passed_on_again() -> None:
+    old, new = (streams.StreamEvent(id=f"{n}-0", kind=streams.TEXT, data={"text": str(n)}) for n in (5, 6))
+
+    async def scenario() -> list[streams.StreamEvent]:
+        with streams.written_here(MESSAGE_ID), streams.ReplyFollower(MESSAGE_ID) as follower:
+            assert await follower.read(after="0", block_seconds=0.1) == []
+            # The reader has piece 5 from Redis; its hand-over arrives while it waits for 6.
+            reading = asyncio.ensure_future(follower.read(after=old.id, block_seconds=2))
+            await asyncio.sleep(0.05)
+            follower.hand(old)
+            await asyncio.sleep(0.05)
+            follower.hand(new)
+            return await reading
+
+    assert asyncio.run(scenario()) == [new]
