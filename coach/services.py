@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from coach.conversation import Conversation, conversation_for_turn
 from coach.models import TITLE_MAX_CHARS, ChatSession, Message
+from coach.statements import message_add, message_claim, reply_add_if_held
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -106,7 +107,7 @@ def message_post(
         unanswered = (Message.Status.PENDING, Message.Status.ANSWERING)
         if found is not None and found.content == text and found.status in unanswered:
             return found
-        message = Message.objects.create(
+        message = Message(
             session=session,
             role=Message.Role.USER,
             content=text,
@@ -120,24 +121,17 @@ def message_post(
             session.ended_at, session.summarised_at, session.summary_claimed_at = None, None, None
         if not session.title:
             session.title = _title_from(text)
-        session.save(
-            update_fields=["last_message_at", "ended_at", "summarised_at", "summary_claimed_at", "title", "updated_at"]
-        )
+        # The message and the conversation's new state in one statement.
+        changed = ["last_message_at", "ended_at", "summarised_at", "summary_claimed_at", "title", "updated_at"]
+        message_add(message=message, session=session, session_fields=changed)
     return message
 
 
-def turn_claim(*, message_id: int, user_id: int, now: datetime | None = None) -> bool:
-    """Take the right to answer the person's message. Only one turn may run per message: a
-    second start for it (a reload, another tab, another process) gets False.
-
-    Every condition is on the message's own columns (the owner through a subquery, not a
-    join): a join makes Django update `WHERE id IN (a subquery)`, whose status test
-    PostgreSQL does not look at again after waiting on a concurrent claim, so both would win."""
-    theirs = ChatSession.objects.filter(user_id=user_id).values("pk")
-    claimed = Message.objects.filter(
-        pk=message_id, role=Message.Role.USER, session_id__in=theirs, status=Message.Status.PENDING
-    ).update(status=Message.Status.ANSWERING, error="", claimed_at=now or timezone.now())
-    return claimed == 1
+def turn_claim(*, message_id: int, user_id: int, now: datetime | None = None) -> Message | None:
+    """Take the right to answer the person's message: the message, read with its
+    conversation and its person. Only one turn may run per message: a second start for it
+    (a reload, another tab, another process) gets None, as does anyone else's message."""
+    return message_claim(message_id=message_id, user_id=user_id, now=now or timezone.now())
 
 
 def turn_begin(*, user_id: int, message_id: int, now: datetime) -> tuple[User, Message, Conversation] | None:
@@ -145,11 +139,11 @@ def turn_begin(*, user_id: int, message_id: int, now: datetime) -> tuple[User, M
     a claim whose conversation could not be assembled is not left standing. None when the
     message is not theirs, not waiting, or another turn has it."""
     with transaction.atomic():
-        # The claim first: a turn that loses it (another tab's, another process's) has cost
-        # one statement, and the winner reads its message already marked as being answered.
-        if not turn_claim(message_id=message_id, user_id=user_id, now=now):
+        # The claim first, and with it what the turn needs of the message: a turn that
+        # loses it (another tab's, another process's) has cost one statement.
+        message = turn_claim(message_id=message_id, user_id=user_id, now=now)
+        if message is None:
             return None
-        message = Message.objects.select_related("session__user").get(pk=message_id)
         user = message.session.user
         conversation = conversation_for_turn(user=user, message=message, now=now)
     return user, message, conversation
@@ -171,15 +165,11 @@ def reply_save(
     """The whole reply, with what it cost; the message it answers is answered. Applies only
     while the turn still holds the message (a sweeper may have failed a turn that overran)."""
     now = now or timezone.now()
-    with transaction.atomic():
-        held = Message.objects.filter(pk=message.pk, status=Message.Status.ANSWERING).update(
-            status=Message.Status.ANSWERED, error=""
-        )
-        if not held:
-            raise TurnLost(f"message {message.pk} is no longer being answered by this turn")
-        reply = _reply_create(message, text=text, status=Message.Status.COMPLETE, now=now, tokens=tokens)
-        ChatSession.objects.filter(pk=message.session_id).update(last_message_at=now, updated_at=now)
-    return reply
+    reply = _reply(message, text=text, status=Message.Status.COMPLETE, now=now, tokens=tokens)
+    saved = reply_add_if_held(message=message, reply=reply, now=now)
+    if saved is None:
+        raise TurnLost(f"message {message.pk} is no longer being answered by this turn")
+    return saved
 
 
 def reply_fail(*, message_id: int, error: str, partial_text: str = "", now: datetime | None = None) -> None:
@@ -301,12 +291,18 @@ def _check_text(text: str) -> str:
 def _reply_create(
     message: Message, *, text: str, status: str, now: datetime, tokens: ReplyTokens | None = None
 ) -> Message:
-    return Message.objects.create(
+    reply = _reply(message, text=text, status=status, now=now, tokens=tokens)
+    reply.save(force_insert=True)
+    return reply
+
+
+def _reply(message: Message, *, text: str, status: str, now: datetime, tokens: ReplyTokens | None = None) -> Message:
+    return Message(
         session_id=message.session_id,
         role=Message.Role.ASSISTANT,
         content=text,
         status=status,
-        reply_to=message,
+        reply_to_id=message.pk,
         created_at=now,
         prompt_tokens=tokens.prompt if tokens else None,
         completion_tokens=tokens.completion if tokens else None,

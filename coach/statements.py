@@ -1,0 +1,129 @@
+"""The statements a chat turn makes every time, each one round trip, written as SQL (see
+infra/sql_rows.py for why). coach/services.py says what each one means; this says how."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from functools import cache
+
+from django.contrib.auth import get_user_model
+from django.db import connection
+
+from coach.models import ChatSession, Message
+from infra.sql_rows import (
+    column_count,
+    column_list,
+    from_row,
+    insert_columns,
+    insert_parameters,
+    insert_placeholders,
+    update_assignments,
+)
+
+
+def message_claim(*, message_id: int, user_id: int, now: datetime) -> Message | None:
+    """Mark the person's waiting message as being answered and read it back with its
+    conversation and its person (`message.session.user`); None if no such message waits.
+
+    Every condition is on the message's own columns, the owner through a subquery, not a
+    join: PostgreSQL then tests the status again on the row a concurrent claim left, so of
+    two claims at once only one matches."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _claim_sql(),
+            {
+                "answering": Message.Status.ANSWERING,
+                "now": now,
+                "message_id": message_id,
+                "user_id": user_id,
+                "role": Message.Role.USER,
+                "pending": Message.Status.PENDING,
+            },
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    user_model = get_user_model()
+    message_end = column_count(Message)
+    session_end = message_end + column_count(ChatSession)
+    message = from_row(Message, row[:message_end])
+    session = from_row(ChatSession, row[message_end:session_end])
+    session.user = from_row(user_model, row[session_end:])
+    message.session = session
+    return message
+
+
+def reply_add_if_held(*, message: Message, reply: Message, now: datetime) -> Message | None:
+    """Mark `message` answered, add its `reply` and bring its conversation's times up to
+    `now`, all or nothing, in one statement: only while the message is still being
+    answered (None when it is not, and nothing changed)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _reply_sql(),
+            {
+                "answered": Message.Status.ANSWERED,
+                "answering": Message.Status.ANSWERING,
+                "message_id": message.pk,
+                "session_id": message.session_id,
+                "now": now,
+                **insert_parameters(reply),
+            },
+        )
+        row = cursor.fetchone()
+    return None if row is None else from_row(Message, row)
+
+
+def message_add(*, message: Message, session: ChatSession, session_fields: Sequence[str]) -> Message:
+    """Insert the person's `message` and save `session_fields` of its conversation in one
+    statement; the message comes back saved, with its id."""
+    assignments, session_values = update_assignments(session, session_fields, "session")
+    table = ChatSession._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            WITH touched AS (UPDATE {table} SET {assignments} WHERE id = %(session_id)s)
+            INSERT INTO {Message._meta.db_table} ({insert_columns(Message)})
+            VALUES ({insert_placeholders(Message)})
+            RETURNING id
+            """,  # noqa: S608 (names from the models, values as parameters)
+            {"session_id": session.pk, **session_values, **insert_parameters(message)},
+        )
+        (message.pk,) = cursor.fetchone()
+    message._state.adding, message._state.db = False, connection.alias
+    return message
+
+
+@cache
+def _claim_sql() -> str:
+    message, session, user = Message._meta.db_table, ChatSession._meta.db_table, get_user_model()._meta.db_table
+    return f"""
+        WITH claimed AS (
+            UPDATE {message} SET status = %(answering)s, error = '', claimed_at = %(now)s
+            WHERE id = %(message_id)s AND role = %(role)s AND status = %(pending)s
+              AND session_id IN (SELECT id FROM {session} WHERE user_id = %(user_id)s)
+            RETURNING *
+        )
+        SELECT {column_list(Message, "claimed")}, {column_list(ChatSession, "s")}, {column_list(get_user_model(), "u")}
+        FROM claimed
+        JOIN {session} s ON s.id = claimed.session_id
+        JOIN {user} u ON u.id = s.user_id
+    """  # noqa: S608 (names from the models, values as parameters)
+
+
+@cache
+def _reply_sql() -> str:
+    message, session = Message._meta.db_table, ChatSession._meta.db_table
+    return f"""
+        WITH held AS (
+            UPDATE {message} SET status = %(answered)s, error = ''
+            WHERE id = %(message_id)s AND status = %(answering)s
+            RETURNING id
+        ), touched AS (
+            UPDATE {session} SET last_message_at = %(now)s, updated_at = %(now)s
+            WHERE id = %(session_id)s AND EXISTS (SELECT 1 FROM held)
+        )
+        INSERT INTO {message} ({insert_columns(Message)})
+        SELECT {insert_placeholders(Message)} FROM held
+        RETURNING {column_list(Message, message)}
+    """  # noqa: S608 (names from the models, values as parameters)

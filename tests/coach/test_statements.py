@@ -1,0 +1,149 @@
+"""The turn's claim and its reply's save, each one statement: they read and write exactly
+what the ORM would, and keep their promises when the turn no longer holds its message."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from accounts.models import User
+from coach.models import ChatSession, Message
+from coach.services import ReplyTokens, TurnLost, message_post, reply_save, session_start, turn_begin, turn_claim
+from tests.coach.factories import make_session
+
+pytestmark = pytest.mark.django_db
+
+
+def _stored(instance: object) -> dict:
+    """What the ORM reads back for the same row, field by field."""
+    fresh = type(instance).objects.get(pk=instance.pk)
+    return {field.attname: getattr(fresh, field.attname) for field in type(instance)._meta.concrete_fields}
+
+
+def _held(instance: object) -> dict:
+    return {field.attname: getattr(instance, field.attname) for field in type(instance)._meta.concrete_fields}
+
+
+def test_the_claim_reads_the_message_its_conversation_and_its_person_as_the_orm_does(user: User) -> None:
+    user.time_zone = "Europe/Lisbon"
+    user.save()
+    session = make_session(user, "My knee hurts after runs", "Let's look at that.")
+    ChatSession.objects.filter(pk=session.pk).update(summary="We talked about knees")
+    message = message_post(session=session, text="Plan my week, gently: ¿qué tal? 🏃", client_id=None)
+    now = timezone.now()
+
+    claimed = turn_claim(message_id=message.pk, user_id=user.pk, now=now)
+
+    assert claimed is not None
+    assert claimed.content == "Plan my week, gently: ¿qué tal? 🏃"
+    assert claimed.status == Message.Status.ANSWERING
+    assert claimed.claimed_at == now
+    assert _held(claimed) == _stored(claimed)
+    assert _held(claimed.session) == _stored(claimed.session)
+    assert (claimed.session.title, claimed.session.summary) == ("My knee hurts after runs", "We talked about knees")
+    assert _held(claimed.session.user) == _stored(user)
+    assert claimed.session.user.time_zone == "Europe/Lisbon"
+    assert not claimed._state.adding and claimed._state.db == "default"
+
+
+def test_the_claim_leaves_a_message_that_is_not_waiting_or_not_theirs(user: User, other_user: User) -> None:
+    message = message_post(session=session_start(user=user), text="Plan my week", client_id=None)
+
+    assert turn_claim(message_id=message.pk, user_id=other_user.pk) is None
+    assert turn_claim(message_id=message.pk, user_id=user.pk) is not None
+    assert turn_claim(message_id=message.pk, user_id=user.pk) is None
+    assert turn_claim(message_id=message.pk + 1000, user_id=user.pk) is None
+    assert Message.objects.get(pk=message.pk).status == Message.Status.ANSWERING
+
+
+def test_a_claim_costs_one_statement_and_a_saved_reply_one_more(user: User, django_assert_num_queries) -> None:
+    message = message_post(session=session_start(user=user), text="Plan my week", client_id=None)
+
+    with django_assert_num_queries(1):
+        claimed = turn_claim(message_id=message.pk, user_id=user.pk)
+    with django_assert_num_queries(1):
+        reply_save(message=claimed, text="Three short runs.")
+
+
+def test_a_saved_reply_is_stored_as_the_orm_stores_it_and_answers_its_message(user: User) -> None:
+    session = session_start(user=user)
+    message = message_post(session=session, text="Plan my week", client_id=None)
+    claimed = turn_claim(message_id=message.pk, user_id=user.pk)
+    later = timezone.now() + timedelta(minutes=1)
+
+    reply = reply_save(
+        message=claimed, text="Three **short** runs.", tokens=ReplyTokens(120, 30, estimated=True), now=later
+    )
+
+    assert _held(reply) == _stored(reply)
+    assert (reply.role, reply.status, reply.reply_to_id) == ("assistant", "complete", message.pk)
+    assert (reply.content, reply.created_at) == ("Three **short** runs.", later)
+    assert (reply.prompt_tokens, reply.completion_tokens, reply.tokens_estimated) == (120, 30, True)
+    assert (reply.client_id, reply.claimed_at, reply.error) == (None, None, "")
+    assert Message.objects.get(pk=message.pk).status == Message.Status.ANSWERED
+    session.refresh_from_db()
+    assert session.last_message_at == later and session.updated_at == later
+
+
+def test_a_reply_is_stored_encrypted(user: User) -> None:
+    message = message_post(session=session_start(user=user), text="Plan my week", client_id=None)
+    reply = reply_save(message=turn_claim(message_id=message.pk, user_id=user.pk), text="Three short runs.")
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT content FROM coach_message WHERE id = %s", [reply.pk])
+        (stored,) = cursor.fetchone()
+    assert "Three" not in stored and stored.startswith("gAAAA")
+
+
+def test_a_reply_to_a_message_no_longer_held_changes_nothing(user: User) -> None:
+    session = session_start(user=user)
+    message = message_post(session=session, text="Plan my week", client_id=None)
+    claimed = turn_claim(message_id=message.pk, user_id=user.pk)
+    # The sweeper failed the turn meanwhile.
+    Message.objects.filter(pk=message.pk).update(status=Message.Status.FAILED)
+    session.refresh_from_db()
+    before = _held(session)
+
+    with pytest.raises(TurnLost):
+        reply_save(message=claimed, text="Too late", now=timezone.now() + timedelta(minutes=5))
+
+    assert not Message.objects.filter(reply_to=message).exists()
+    assert Message.objects.get(pk=message.pk).status == Message.Status.FAILED
+    assert _stored(session) == before
+
+
+def test_a_turn_begins_with_its_message_conversation_and_person(user: User) -> None:
+    session = make_session(user, "My knee hurts after runs", "Let's look at that.")
+    message = message_post(session=session, text="Plan my week", client_id=None)
+
+    begun = turn_begin(user_id=user.pk, message_id=message.pk, now=timezone.now())
+
+    assert begun is not None
+    person, claimed, conversation = begun
+    assert person.pk == user.pk and claimed.session.pk == session.pk
+    assert [m["content"] for m in conversation.messages[1:]] == [
+        "My knee hurts after runs",
+        "Let's look at that.",
+        "Plan my week",
+    ]
+
+
+def test_a_message_and_its_conversations_new_state_are_one_statement(user: User, django_assert_num_queries) -> None:
+    session = session_start(user=user)
+    ChatSession.objects.filter(pk=session.pk).update(ended_at=timezone.now(), summarised_at=timezone.now())
+    now = timezone.now() + timedelta(minutes=1)
+
+    # The savepoint, the lock, the duplicate lookup, the message with the conversation's
+    # new state, the release.
+    with django_assert_num_queries(5):
+        message = message_post(session=session, text="Back again: my knee is better", client_id=None, now=now)
+
+    assert _held(message) == _stored(message)
+    assert (message.content, message.status, message.created_at) == ("Back again: my knee is better", "pending", now)
+    session.refresh_from_db()
+    assert session.title == "Back again: my knee is better"
+    assert (session.last_message_at, session.ended_at, session.summarised_at) == (now, None, None)
+    assert session.updated_at >= now - timedelta(minutes=1)

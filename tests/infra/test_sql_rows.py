@@ -1,0 +1,61 @@
+"""Rows read and written by hand-made SQL come and go exactly as through the ORM:
+every column, in order, encrypted on the way in and decrypted on the way out."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from accounts.models import User
+from coach.models import ChatSession, Message
+from infra.sql_rows import column_count, column_list, from_row, insert_columns, insert_parameters, insert_placeholders
+
+pytestmark = pytest.mark.django_db
+
+
+def _fields(instance: object) -> dict:
+    return {field.attname: getattr(instance, field.attname) for field in type(instance)._meta.concrete_fields}
+
+
+def test_a_row_read_by_hand_is_the_instance_the_orm_reads(user: User) -> None:
+    session = ChatSession.objects.create(user=user, title="Knees", summary="We spoke of knees")
+    message = Message.objects.create(
+        session=session, role="user", content="Ça va? 🏃", status="pending", client_id=uuid.uuid4()
+    )
+
+    with connection.cursor() as cursor:
+        columns = f"{column_list(Message, 'm')}, {column_list(ChatSession, 's')}"
+        cursor.execute(
+            f"SELECT {columns} FROM coach_message m JOIN coach_chatsession s ON s.id = m.session_id WHERE m.id = %s",  # noqa: S608
+            [message.pk],
+        )
+        row = cursor.fetchone()
+
+    assert len(row) == column_count(Message) + column_count(ChatSession)
+    read = from_row(Message, row[: column_count(Message)])
+    assert _fields(read) == _fields(Message.objects.get(pk=message.pk))
+    assert read.content == "Ça va? 🏃"
+    session_read = from_row(ChatSession, row[column_count(Message) :])
+    assert _fields(session_read) == _fields(ChatSession.objects.get(pk=session.pk))
+
+
+def test_a_row_written_by_hand_is_stored_as_a_save_stores_it(user: User) -> None:
+    session = ChatSession.objects.create(user=user)
+    now = timezone.now()
+    unsaved = Message(session=session, role="assistant", content="Secret plan", status="complete", created_at=now)
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO coach_message ({insert_columns(Message)}) "
+            f"SELECT {insert_placeholders(Message)} RETURNING id, content",
+            insert_parameters(unsaved),
+        )
+        pk, stored = cursor.fetchone()
+
+    assert "Secret" not in stored
+    saved = Message.objects.get(pk=pk)
+    assert (saved.content, saved.created_at, saved.error, saved.client_id) == ("Secret plan", now, "", None)
+    assert (saved.prompt_tokens, saved.tokens_estimated, saved.reply_to_id) == (None, False, None)
