@@ -8,11 +8,16 @@ database for the same row again."""
 from __future__ import annotations
 
 from contextvars import ContextVar
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from django.contrib.auth import get_user_model
 from django.contrib.sessions.backends.db import SessionStore as DatabaseSessionStore
+from django.db import connection
+from django.utils import timezone
 
 from accounts.models import LoginSession
+from infra.sql_rows import column_count, column_list, from_row
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -45,8 +50,12 @@ class SessionStore(DatabaseSessionStore):
         return _owned(await super().acreate_model_instance(data), data)
 
     def _get_session_from_db(self) -> LoginSession | None:
-        # Read with its owner (LoginSession's manager), kept for the backend to take.
-        session = super()._get_session_from_db()
+        # Read with its owner, kept for the backend to take. Every signed-in request makes
+        # this read, so it is SQL (infra/sql_rows.py says why), as LoginSession's manager
+        # would read it.
+        session = _unexpired_with_owner(self.session_key, now=timezone.now())
+        if session is None:
+            self._session_key = None
         _owner_loaded.set(session.user if session is not None else None)
         return session
 
@@ -54,6 +63,25 @@ class SessionStore(DatabaseSessionStore):
         session = await super()._aget_session_from_db()
         _owner_loaded.set(session.user if session is not None else None)
         return session
+
+
+def _unexpired_with_owner(session_key: str | None, *, now: datetime) -> LoginSession | None:
+    owner = get_user_model()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT {column_list(LoginSession, "s")}, {column_list(owner, "u")}
+            FROM {LoginSession._meta.db_table} s LEFT JOIN {owner._meta.db_table} u ON u.id = s.user_id
+            WHERE s.session_key = %s AND s.expire_date > %s
+            """,  # noqa: S608 (names from the models, values as parameters)
+            [session_key, now],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    session = from_row(LoginSession, row[: column_count(LoginSession)])
+    session.user = None if session.user_id is None else from_row(owner, row[column_count(LoginSession) :])
+    return session
 
 
 def _owned(session: LoginSession, data: dict[str, Any]) -> LoginSession:

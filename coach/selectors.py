@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from django.db.models import Count, QuerySet, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models import QuerySet
 
+from coach import statements
 from coach.models import ChatSession, Message
 
 if TYPE_CHECKING:
@@ -49,14 +49,13 @@ def session_to_write_in(*, user: User, pk: int) -> ChatSession | None:
     """The person's conversation a message is sent to, with `running_turns` (as
     running_turns_of counts them) read in the same statement: a message costs one query
     less before it is saved."""
-    running = (
-        Message.objects.filter(session__user=user, role=Message.Role.USER, status__in=_RUNNING)
-        .order_by()
-        .values("session__user")
-        .annotate(count=Count("pk"))
-        .values("count")
-    )
-    return sessions_for_user(user=user).annotate(running_turns=Coalesce(Subquery(running), 0)).filter(pk=pk).first()
+    return statements.session_with_running_turns(user_id=user.pk, session_id=pk)
+
+
+def message_to_follow(*, user: User, session_pk: int, message_pk: int) -> Message | None:
+    """The person's own message in that conversation, as a reader of its reply needs it
+    (id, conversation, status; no text to decrypt): None if it is not theirs."""
+    return statements.message_to_follow(user_id=user.pk, session_id=session_pk, message_id=message_pk)
 
 
 def running_turns_of(*, user: User) -> int:

@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.models import Case, Q, When
+from django.db.models import Q
 from django.utils import timezone
 
 from coach.conversation import Conversation, conversation_for_turn
 from coach.models import TITLE_MAX_CHARS, ChatSession, Message
-from coach.statements import message_add, message_claim, reply_add_if_held
+from coach.statements import message_add, message_claim, message_sent_lately, reply_add_if_held, session_locked
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -91,17 +91,12 @@ def message_post(
     text = _check_text(text)
     with transaction.atomic():
         # Serialises this session's submissions, so a double submit cannot slip through.
-        session = ChatSession.objects.select_for_update().get(pk=session.pk)
+        session = session_locked(session_id=session.pk)
         # One row answers both checks: the submission with this client id if there is one,
         # else the person's last message, if it came within the last minute. A statement of
         # its own, after the lock: one that waited on it sees what the other one saved.
         window_start = now - timedelta(seconds=DUPLICATE_WINDOW_SECONDS)
-        wanted = Q(role=Message.Role.USER, created_at__gt=window_start)
-        first = ["-created_at", "-pk"]
-        if client_id is not None:
-            wanted |= Q(client_id=client_id)
-            first.insert(0, Case(When(client_id=client_id, then=0), default=1))
-        found = Message.objects.filter(wanted, session=session).order_by(*first).first()
+        found = message_sent_lately(session_id=session.pk, client_id=client_id, since=window_start)
         if found is not None and client_id is not None and found.client_id == client_id:
             return found
         unanswered = (Message.Status.PENDING, Message.Status.ANSWERING)

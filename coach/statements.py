@@ -3,6 +3,7 @@ infra/sql_rows.py for why). coach/services.py says what each one means; this say
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from datetime import datetime
 from functools import cache
@@ -20,6 +21,76 @@ from infra.sql_rows import (
     insert_placeholders,
     update_assignments,
 )
+
+
+def session_with_running_turns(*, user_id: int, session_id: int) -> ChatSession | None:
+    """The person's conversation, with `running_turns`: how many of their messages are
+    waiting for, or getting, a reply now (as selectors.running_turns_of counts them)."""
+    session, message = ChatSession._meta.db_table, Message._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT {column_list(ChatSession, "s")}, (
+                SELECT count(*) FROM {message} m JOIN {session} theirs ON theirs.id = m.session_id
+                WHERE theirs.user_id = %(user_id)s AND m.role = %(role)s AND m.status IN (%(pending)s, %(answering)s)
+            )
+            FROM {session} s WHERE s.id = %(session_id)s AND s.user_id = %(user_id)s
+            """,  # noqa: S608 (names from the models, values as parameters)
+            {**_UNANSWERED, "user_id": user_id, "session_id": session_id, "role": Message.Role.USER},
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    found = from_row(ChatSession, row[:-1])
+    found.running_turns = row[-1]
+    return found
+
+
+def session_locked(*, session_id: int) -> ChatSession:
+    """The conversation, locked until the transaction ends (which the caller holds open)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {column_list(ChatSession, 's')} FROM {ChatSession._meta.db_table} s WHERE s.id = %s FOR UPDATE",  # noqa: S608
+            [session_id],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        raise ChatSession.DoesNotExist(f"no conversation {session_id}")
+    return from_row(ChatSession, row)
+
+
+def message_sent_lately(*, session_id: int, client_id: uuid.UUID | None, since: datetime) -> Message | None:
+    """The submission with this client id if there is one, else the person's newest
+    message written after `since`, if any."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT {column_list(Message, "m")} FROM {Message._meta.db_table} m
+            WHERE m.session_id = %(session_id)s
+              AND ((m.role = %(role)s AND m.created_at > %(since)s) OR m.client_id = %(client_id)s::uuid)
+            ORDER BY CASE WHEN m.client_id = %(client_id)s::uuid THEN 0 ELSE 1 END, m.created_at DESC, m.id DESC
+            LIMIT 1
+            """,  # noqa: S608 (names from the models, values as parameters)
+            {"session_id": session_id, "role": Message.Role.USER, "since": since, "client_id": client_id},
+        )
+        row = cursor.fetchone()
+    return None if row is None else from_row(Message, row)
+
+
+def message_to_follow(*, user_id: int, session_id: int, message_id: int) -> Message | None:
+    """The person's own message in that conversation, with only what a reader of its reply
+    needs (id, conversation, status: no text to decrypt); None if there is no such message."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT m.id, m.session_id, m.status FROM {Message._meta.db_table} m
+            JOIN {ChatSession._meta.db_table} s ON s.id = m.session_id
+            WHERE m.id = %s AND m.session_id = %s AND m.role = %s AND s.user_id = %s
+            """,  # noqa: S608 (names from the models, values as parameters)
+            [message_id, session_id, Message.Role.USER, user_id],
+        )
+        row = cursor.fetchone()
+    return None if row is None else Message.from_db(connection.alias, ["id", "session_id", "status"], row)
 
 
 def message_claim(*, message_id: int, user_id: int, now: datetime) -> Message | None:
@@ -127,3 +198,6 @@ def _reply_sql() -> str:
         SELECT {insert_placeholders(Message)} FROM held
         RETURNING {column_list(Message, message)}
     """  # noqa: S608 (names from the models, values as parameters)
+
+
+_UNANSWERED = {"pending": Message.Status.PENDING, "answering": Message.Status.ANSWERING}

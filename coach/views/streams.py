@@ -32,7 +32,7 @@ from redis import RedisError
 from coach import streams
 from coach.models import Message
 from coach.rendering import render_reply
-from coach.selectors import sessions_for_user
+from coach.selectors import message_to_follow, sessions_for_user
 from coach.turn import FAILED_RETRYABLE, turn_start_unless_started
 from infra.dbsteps import db_step, release_connection, release_request_connection
 
@@ -222,18 +222,9 @@ def _reader_and_message(request: HttpRequest, session_pk: int, message_pk: int) 
         user = request.user
         if not user.is_authenticated:
             return None, None
-        return user, _message_of(user, session_pk, message_pk)
+        return user, message_to_follow(user=user, session_pk=session_pk, message_pk=message_pk)
     finally:
         release_connection()
-
-
-def _message_of(user: User, session_pk: int, message_pk: int) -> Message | None:
-    """The person's message, with only what a reader needs (no text to decrypt)."""
-    return (
-        Message.objects.filter(session__user=user, session_id=session_pk, role=Message.Role.USER, pk=message_pk)
-        .only("pk", "session_id", "status")
-        .first()
-    )
 
 
 def _outcome_of(message_id: int) -> tuple[str, dict[str, Any]] | None:

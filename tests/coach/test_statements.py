@@ -3,6 +3,7 @@ what the ORM would, and keep their promises when the turn no longer holds its me
 
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -11,6 +12,7 @@ from django.utils import timezone
 
 from accounts.models import User
 from coach.models import ChatSession, Message
+from coach.selectors import message_to_follow, running_turns_of, session_to_write_in
 from coach.services import ReplyTokens, TurnLost, message_post, reply_save, session_start, turn_begin, turn_claim
 from tests.coach.factories import make_session
 
@@ -147,3 +149,45 @@ def test_a_message_and_its_conversations_new_state_are_one_statement(user: User,
     assert session.title == "Back again: my knee is better"
     assert (session.last_message_at, session.ended_at, session.summarised_at) == (now, None, None)
     assert session.updated_at >= now - timedelta(minutes=1)
+
+
+def test_the_conversation_written_in_is_read_with_the_persons_running_turns(user: User, other_user: User) -> None:
+    first, second = session_start(user=user), session_start(user=user)
+    message_post(session=first, text="One", client_id=None)
+    message_post(session=second, text="Two", client_id=None)
+    answered = message_post(session=second, text="Three", client_id=None, now=timezone.now() + timedelta(minutes=2))
+    Message.objects.filter(pk=answered.pk).update(status=Message.Status.ANSWERED)
+    message_post(session=session_start(user=other_user), text="Not theirs", client_id=None)
+
+    found = session_to_write_in(user=user, pk=first.pk)
+
+    assert found is not None and _held(found) == _stored(found)
+    assert found.running_turns == running_turns_of(user=user) == 2
+    assert session_to_write_in(user=other_user, pk=first.pk) is None
+
+
+def test_a_submission_sent_again_is_found_by_its_client_id_before_any_newer_message(user: User) -> None:
+    session = session_start(user=user)
+    submitted = uuid.uuid4()
+    now = timezone.now()
+    first = message_post(session=session, text="Plan my week", client_id=submitted, now=now)
+    message_post(session=session, text="And my diet", client_id=uuid.uuid4(), now=now + timedelta(seconds=5))
+
+    again = message_post(session=session, text="Plan my week", client_id=submitted, now=now + timedelta(minutes=5))
+
+    assert again.pk == first.pk
+    assert Message.objects.filter(session=session).count() == 2
+
+
+def test_a_reader_finds_only_their_own_message_and_reads_no_text(user: User, other_user: User) -> None:
+    session = session_start(user=user)
+    message = message_post(session=session, text="Plan my week", client_id=None)
+    reply = reply_save(message=turn_claim(message_id=message.pk, user_id=user.pk), text="Three short runs.")
+
+    found = message_to_follow(user=user, session_pk=session.pk, message_pk=message.pk)
+
+    assert (found.pk, found.session_id, found.status) == (message.pk, session.pk, Message.Status.ANSWERED)
+    assert found.get_deferred_fields() >= {"content"}
+    assert message_to_follow(user=other_user, session_pk=session.pk, message_pk=message.pk) is None
+    assert message_to_follow(user=user, session_pk=session.pk + 1, message_pk=message.pk) is None
+    assert message_to_follow(user=user, session_pk=session.pk, message_pk=reply.pk) is None
