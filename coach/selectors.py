@@ -32,7 +32,7 @@ def messages_before(*, message: Message, limit: int) -> list[Message]:
     Bounded so a turn's cost does not grow with the session: a budget of a few thousand
     tokens never needs more than the newest few dozen messages anyway.
     """
-    newest = Message.objects.filter(session_id=message.session_id, pk__lt=message.pk).order_by("-pk")[:limit]
+    newest = statements.messages_newest_before(session_id=message.session_id, message_id=message.pk, limit=limit)
     return list(reversed(newest))
 
 

@@ -93,6 +93,19 @@ def message_to_follow(*, user_id: int, session_id: int, message_id: int) -> Mess
     return None if row is None else Message.from_db(connection.alias, ["id", "session_id", "status"], row)
 
 
+def messages_newest_before(*, session_id: int, message_id: int, limit: int) -> list[Message]:
+    """The conversation's newest `limit` messages before `message_id`, newest first."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT {column_list(Message, "m")} FROM {Message._meta.db_table} m
+            WHERE m.session_id = %s AND m.id < %s ORDER BY m.id DESC LIMIT %s
+            """,  # noqa: S608 (names from the models, values as parameters)
+            [session_id, message_id, limit],
+        )
+        return [from_row(Message, row) for row in cursor.fetchall()]
+
+
 def message_claim(*, message_id: int, user_id: int, now: datetime) -> Message | None:
     """Mark the person's waiting message as being answered and read it back with its
     conversation and its person (`message.session.user`); None if no such message waits.

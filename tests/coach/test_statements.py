@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from accounts.models import User
 from coach.models import ChatSession, Message
-from coach.selectors import message_to_follow, running_turns_of, session_to_write_in
+from coach.selectors import message_to_follow, messages_before, running_turns_of, session_to_write_in
 from coach.services import ReplyTokens, TurnLost, message_post, reply_save, session_start, turn_begin, turn_claim
 from tests.coach.factories import make_session
 
@@ -191,3 +191,14 @@ def test_a_reader_finds_only_their_own_message_and_reads_no_text(user: User, oth
     assert message_to_follow(user=other_user, session_pk=session.pk, message_pk=message.pk) is None
     assert message_to_follow(user=user, session_pk=session.pk + 1, message_pk=message.pk) is None
     assert message_to_follow(user=user, session_pk=session.pk, message_pk=reply.pk) is None
+
+
+def test_the_history_is_the_newest_messages_before_this_one_oldest_first(user: User) -> None:
+    session = make_session(user, *[f"Line {number}" for number in range(8)])
+    message = message_post(session=session, text="Now", client_id=None)
+    message_post(session=session, text="Later", client_id=None, now=timezone.now() + timedelta(minutes=2))
+
+    history = messages_before(message=message, limit=5)
+
+    assert [m.content for m in history] == [f"Line {number}" for number in range(3, 8)]
+    assert [_held(m) for m in history] == [_stored(m) for m in history]
