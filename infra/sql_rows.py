@@ -20,27 +20,28 @@ from django.db.models import Field, Model
 from django.db.models.expressions import Col
 
 
-def column_list(model: type[Model], alias: str) -> str:
-    """Every stored column of `model`, as `alias.column`, in the order `from_row` reads."""
+def column_list(model: type[Model], alias: str, *, without: tuple[str, ...] = ()) -> str:
+    """Every stored column of `model` but those `without` names, as `alias.column`, in
+    the order `from_row` reads."""
     quote = connections[DEFAULT_DB_ALIAS].ops.quote_name
-    return ", ".join(f"{alias}.{quote(field.column)}" for field in _fields(model))
+    return ", ".join(f"{alias}.{quote(field.column)}" for field in _fields(model, without))
 
 
-def column_count(model: type[Model]) -> int:
-    return len(_fields(model))
+def column_count(model: type[Model], *, without: tuple[str, ...] = ()) -> int:
+    return len(_fields(model, without))
 
 
-def from_row[M: Model](model: type[M], values: Sequence[Any]) -> M:
+def from_row[M: Model](model: type[M], values: Sequence[Any], *, without: tuple[str, ...] = ()) -> M:
     """An instance of `model` from its columns as `column_list` named them, each value
-    converted as the ORM converts it (decrypted, made aware, ...)."""
+    converted as the ORM converts it (decrypted, made aware, ...); the fields `without`
+    names are deferred, as `.defer()` leaves them."""
     connection = connections[DEFAULT_DB_ALIAS]
-    fields = _fields(model)
     converted = []
-    for value, (column, converters) in zip(values, _converters(model), strict=True):
+    for value, (column, converters) in zip(values, _converters(model, without), strict=True):
         for convert in converters:
             value = convert(value, column, connection)
         converted.append(value)
-    return model.from_db(DEFAULT_DB_ALIAS, [field.attname for field in fields], converted)
+    return model.from_db(DEFAULT_DB_ALIAS, [field.attname for field in _fields(model, without)], converted)
 
 
 def insert_columns(model: type[Model]) -> str:
@@ -84,8 +85,8 @@ def update_assignments(instance: Model, field_names: Sequence[str], prefix: str)
 
 
 @cache
-def _fields(model: type[Model]) -> tuple[Field, ...]:
-    return tuple(model._meta.concrete_fields)
+def _fields(model: type[Model], without: tuple[str, ...] = ()) -> tuple[Field, ...]:
+    return tuple(field for field in model._meta.concrete_fields if field.name not in without)
 
 
 @cache
@@ -94,11 +95,13 @@ def _insert_fields(model: type[Model]) -> tuple[Field, ...]:
 
 
 @cache
-def _converters(model: type[Model]) -> tuple[tuple[Col, tuple[Callable[..., Any], ...]], ...]:
+def _converters(
+    model: type[Model], without: tuple[str, ...] = ()
+) -> tuple[tuple[Col, tuple[Callable[..., Any], ...]], ...]:
     # Found once per model: which fields convert what the database sends (most do not).
     connection = connections[DEFAULT_DB_ALIAS]
     converters = []
-    for field in _fields(model):
+    for field in _fields(model, without):
         column = field.get_col(model._meta.db_table)
         found = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
         converters.append((column, tuple(found)))

@@ -50,7 +50,7 @@ from memory.models import (
     author_for_model,
 )
 from memory.policy import PROTECTED_CATEGORIES, USER_SOURCES
-from memory.selectors import memory_list_for_user
+from memory.selectors import memories_for_prompt
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -161,7 +161,7 @@ def assemble_memory_context(
     budget = settings.MEMORY_CONTEXT_BUDGET_TOKENS if budget_tokens is None else budget_tokens
     if not memory_in_use(user=user):
         return memory_unused_context(budget_tokens=budget)
-    memories = sorted(memory_list_for_user(user=user), key=lambda m: (m.updated_at, m.pk), reverse=True)
+    memories = memories_for_prompt(user=user)
     learned = sum(1 for m in memories if m.source != Source.ONBOARDING)
     stage = relationship_stage(learned)
     nonce = _nonce_not_in(memories)

@@ -6,9 +6,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from django.db import connection
 from django.db.models import Exists, OuterRef, QuerySet
 from pgvector.django import CosineDistance
 
+from infra.sql_rows import column_list, from_row
 from memory.models import Memory, MemoryEvent, MemoryOverlap, MemoryProposal, PrivateTextViewing, key_digest
 from memory.policy import MemoryFacts
 
@@ -28,6 +30,23 @@ def memory_list_for_user(*, user: User, in_use_only: bool = False) -> QuerySet[M
     # The embedding (thousands of floats a row) is only ever compared in SQL: not loaded.
     memories = Memory.objects.filter(user=user).defer("embedding")
     return memories.filter(user__memory_enabled=True) if in_use_only else memories
+
+
+def memories_for_prompt(*, user: User) -> list[Memory]:
+    """Every memory of the person, without its embedding, newest change first: what each
+    prompt's memory block is assembled from. Every chat turn makes this read, so it is SQL
+    (infra/sql_rows.py says why), as memory_list_for_user would read it."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {column_list(Memory, 'm', without=_UNREAD)} FROM {Memory._meta.db_table} m "  # noqa: S608
+            "WHERE m.user_id = %s ORDER BY m.updated_at DESC, m.id DESC",
+            [user.pk],
+        )
+        return [from_row(Memory, row, without=_UNREAD) for row in cursor.fetchall()]
+
+
+# The embedding (thousands of floats a row) is only ever compared in SQL: not loaded.
+_UNREAD = ("embedding",)
 
 
 def memory_facts_for_user(*, user: User) -> list[MemoryFacts]:

@@ -9,7 +9,12 @@ from django.utils import timezone
 
 from accounts.models import User
 from memory.models import Memory, MemoryEvent
-from memory.selectors import memory_history_for_user, recently_forgotten_for_user
+from memory.selectors import (
+    memories_for_prompt,
+    memory_history_for_user,
+    memory_list_for_user,
+    recently_forgotten_for_user,
+)
 from memory.services import memory_restore
 from tests.memory.factories import make_memory
 
@@ -121,3 +126,24 @@ def test_the_history_of_a_memory_is_only_the_users_own(user: User, other_user: U
 
     assert [e.user_id for e in memory_history_for_user(user=user, memory_id=mine.memory_id)] == [user.pk]
     assert not memory_history_for_user(user=user, memory_id=theirs.memory_id).exists()
+
+
+def test_the_memories_a_prompt_is_made_from_are_every_memory_newest_change_first_without_embeddings(
+    user: User, other_user: User
+) -> None:
+    same_moment = timezone.now()
+    for number in range(3):
+        make_memory(user, f"note-{number}", summary=f"Note {number}: ça va 🏃", updated_at=same_moment)
+    make_memory(user, "older", updated_at=same_moment - timedelta(days=2))
+    make_memory(user, "newest", tier="prospective", due_at=same_moment + timedelta(days=3))
+    make_memory(other_user, "theirs", summary="Not theirs")
+
+    memories = memories_for_prompt(user=user)
+
+    by_orm = sorted(memory_list_for_user(user=user), key=lambda m: (m.updated_at, m.pk), reverse=True)
+    assert [m.pk for m in memories] == [m.pk for m in by_orm]
+    for read, expected in zip(memories, by_orm, strict=True):
+        for field in Memory._meta.concrete_fields:
+            if field.name != "embedding":
+                assert getattr(read, field.attname) == getattr(expected, field.attname)
+        assert read.get_deferred_fields() == {"embedding"}
