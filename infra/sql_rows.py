@@ -12,6 +12,7 @@ from the models themselves, so the SQL follows the schema as the ORM would.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -35,13 +36,15 @@ def from_row[M: Model](model: type[M], values: Sequence[Any], *, without: tuple[
     """An instance of `model` from its columns as `column_list` named them, each value
     converted as the ORM converts it (decrypted, made aware, ...); the fields `without`
     names are deferred, as `.defer()` leaves them."""
+    reading = _reading(model, without)
+    if len(values) != len(reading.attnames):
+        raise ValueError(f"{model.__name__} has {len(reading.attnames)} columns to read, the row {len(values)}")
     connection = connections[DEFAULT_DB_ALIAS]
-    converted = []
-    for value, (column, converters) in zip(values, _converters(model, without), strict=True):
+    converted = list(values)
+    for index, column, converters in reading.converters:
         for convert in converters:
-            value = convert(value, column, connection)
-        converted.append(value)
-    return model.from_db(DEFAULT_DB_ALIAS, [field.attname for field in _fields(model, without)], converted)
+            converted[index] = convert(converted[index], column, connection)
+    return model.from_db(DEFAULT_DB_ALIAS, reading.attnames, converted)
 
 
 def insert_columns(model: type[Model]) -> str:
@@ -94,15 +97,21 @@ def _insert_fields(model: type[Model]) -> tuple[Field, ...]:
     return tuple(field for field in _fields(model) if field is not model._meta.auto_field)
 
 
+@dataclass(frozen=True)
+class _Reading:
+    attnames: list[str]
+    # Only the columns whose values are converted (most are not), by their place in a row.
+    converters: tuple[tuple[int, Col, tuple[Callable[..., Any], ...]], ...]
+
+
 @cache
-def _converters(
-    model: type[Model], without: tuple[str, ...] = ()
-) -> tuple[tuple[Col, tuple[Callable[..., Any], ...]], ...]:
-    # Found once per model: which fields convert what the database sends (most do not).
+def _reading(model: type[Model], without: tuple[str, ...]) -> _Reading:
     connection = connections[DEFAULT_DB_ALIAS]
+    fields = _fields(model, without)
     converters = []
-    for field in _fields(model, without):
+    for index, field in enumerate(fields):
         column = field.get_col(model._meta.db_table)
         found = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
-        converters.append((column, tuple(found)))
-    return tuple(converters)
+        if found:
+            converters.append((index, column, tuple(found)))
+    return _Reading(attnames=[field.attname for field in fields], converters=tuple(converters))

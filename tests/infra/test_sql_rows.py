@@ -59,3 +59,8 @@ def test_a_row_written_by_hand_is_stored_as_a_save_stores_it(user: User) -> None
     saved = Message.objects.get(pk=pk)
     assert (saved.content, saved.created_at, saved.error, saved.client_id) == ("Secret plan", now, "", None)
     assert (saved.prompt_tokens, saved.tokens_estimated, saved.reply_to_id) == (None, False, None)
+
+
+def test_a_row_of_the_wrong_length_is_refused_not_read_into_the_wrong_fields() -> None:
+    with pytest.raises(ValueError, match="columns to read"):
+        from_row(Message, (1, 2, 3))
