@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 from datetime import datetime
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth import get_user_model
@@ -66,22 +67,24 @@ class SessionStore(DatabaseSessionStore):
 
 
 def _unexpired_with_owner(session_key: str | None, *, now: datetime) -> LoginSession | None:
-    owner = get_user_model()
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            SELECT {column_list(LoginSession, "s")}, {column_list(owner, "u")}
-            FROM {LoginSession._meta.db_table} s LEFT JOIN {owner._meta.db_table} u ON u.id = s.user_id
-            WHERE s.session_key = %s AND s.expire_date > %s
-            """,  # noqa: S608 (names from the models, values as parameters)
-            [session_key, now],
-        )
+        cursor.execute(_session_with_owner_sql(), [session_key, now])
         row = cursor.fetchone()
     if row is None:
         return None
     session = from_row(LoginSession, row[: column_count(LoginSession)])
-    session.user = None if session.user_id is None else from_row(owner, row[column_count(LoginSession) :])
+    session.user = None if session.user_id is None else from_row(get_user_model(), row[column_count(LoginSession) :])
     return session
+
+
+@cache
+def _session_with_owner_sql() -> str:
+    owner = get_user_model()
+    return f"""
+        SELECT {column_list(LoginSession, "s")}, {column_list(owner, "u")}
+        FROM {LoginSession._meta.db_table} s LEFT JOIN {owner._meta.db_table} u ON u.id = s.user_id
+        WHERE s.session_key = %s AND s.expire_date > %s
+    """  # noqa: S608 (names from the models, values as parameters)
 
 
 def _owned(session: LoginSession, data: dict[str, Any]) -> LoginSession:

@@ -104,3 +104,7 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role} message {self.pk}"
+
+
+# A person's message still waiting for, or getting, a reply.
+UNANSWERED = (Message.Status.PENDING, Message.Status.ANSWERING)

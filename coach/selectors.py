@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from django.db.models import QuerySet
 
 from coach import statements
-from coach.models import ChatSession, Message
+from coach.models import UNANSWERED, ChatSession, Message
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -60,7 +60,4 @@ def message_to_follow(*, user: User, session_pk: int, message_pk: int) -> Messag
 
 def running_turns_of(*, user: User) -> int:
     """How many of the person's messages are waiting for, or getting, a reply now."""
-    return Message.objects.filter(session__user=user, role=Message.Role.USER, status__in=_RUNNING).count()
-
-
-_RUNNING = (Message.Status.PENDING, Message.Status.ANSWERING)
+    return Message.objects.filter(session__user=user, role=Message.Role.USER, status__in=UNANSWERED).count()

@@ -20,7 +20,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from coach.conversation import Conversation, conversation_for_turn
-from coach.models import TITLE_MAX_CHARS, ChatSession, Message
+from coach.models import TITLE_MAX_CHARS, UNANSWERED, ChatSession, Message
 from coach.statements import message_add, message_claim, message_sent_lately, reply_add_if_held, session_locked
 
 if TYPE_CHECKING:
@@ -99,8 +99,7 @@ def message_post(
         found = message_sent_lately(session_id=session.pk, client_id=client_id, since=window_start)
         if found is not None and client_id is not None and found.client_id == client_id:
             return found
-        unanswered = (Message.Status.PENDING, Message.Status.ANSWERING)
-        if found is not None and found.content == text and found.status in unanswered:
+        if found is not None and found.content == text and found.status in UNANSWERED:
             return found
         message = Message(
             session=session,

@@ -1,17 +1,18 @@
-"""The statements a chat turn makes every time, each one round trip, written as SQL (see
+"""The statements on the chat's hot path (a message posted, a reader, a turn), each one round trip, written as SQL (see
 infra/sql_rows.py for why). coach/services.py says what each one means; this says how."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 
 from django.contrib.auth import get_user_model
 from django.db import connection
 
-from coach.models import ChatSession, Message
+from coach.models import UNANSWERED, ChatSession, Message
 from infra.sql_rows import (
     column_count,
     column_list,
@@ -26,17 +27,17 @@ from infra.sql_rows import (
 def session_with_running_turns(*, user_id: int, session_id: int) -> ChatSession | None:
     """The person's conversation, with `running_turns`: how many of their messages are
     waiting for, or getting, a reply now (as selectors.running_turns_of counts them)."""
-    session, message = ChatSession._meta.db_table, Message._meta.db_table
+    pending, answering = UNANSWERED
     with connection.cursor() as cursor:
         cursor.execute(
-            f"""
-            SELECT {column_list(ChatSession, "s")}, (
-                SELECT count(*) FROM {message} m JOIN {session} theirs ON theirs.id = m.session_id
-                WHERE theirs.user_id = %(user_id)s AND m.role = %(role)s AND m.status IN (%(pending)s, %(answering)s)
-            )
-            FROM {session} s WHERE s.id = %(session_id)s AND s.user_id = %(user_id)s
-            """,  # noqa: S608 (names from the models, values as parameters)
-            {**_UNANSWERED, "user_id": user_id, "session_id": session_id, "role": Message.Role.USER},
+            _sql().session_with_running_turns,
+            {
+                "user_id": user_id,
+                "session_id": session_id,
+                "role": Message.Role.USER,
+                "pending": pending,
+                "answering": answering,
+            },
         )
         row = cursor.fetchone()
     if row is None:
@@ -49,10 +50,7 @@ def session_with_running_turns(*, user_id: int, session_id: int) -> ChatSession 
 def session_locked(*, session_id: int) -> ChatSession:
     """The conversation, locked until the transaction ends (which the caller holds open)."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT {column_list(ChatSession, 's')} FROM {ChatSession._meta.db_table} s WHERE s.id = %s FOR UPDATE",  # noqa: S608
-            [session_id],
-        )
+        cursor.execute(_sql().session_locked, [session_id])
         row = cursor.fetchone()
     if row is None:
         raise ChatSession.DoesNotExist(f"no conversation {session_id}")
@@ -64,13 +62,7 @@ def message_sent_lately(*, session_id: int, client_id: uuid.UUID | None, since: 
     message written after `since`, if any."""
     with connection.cursor() as cursor:
         cursor.execute(
-            f"""
-            SELECT {column_list(Message, "m")} FROM {Message._meta.db_table} m
-            WHERE m.session_id = %(session_id)s
-              AND ((m.role = %(role)s AND m.created_at > %(since)s) OR m.client_id = %(client_id)s::uuid)
-            ORDER BY CASE WHEN m.client_id = %(client_id)s::uuid THEN 0 ELSE 1 END, m.created_at DESC, m.id DESC
-            LIMIT 1
-            """,  # noqa: S608 (names from the models, values as parameters)
+            _sql().message_sent_lately,
             {"session_id": session_id, "role": Message.Role.USER, "since": since, "client_id": client_id},
         )
         row = cursor.fetchone()
@@ -81,14 +73,7 @@ def message_to_follow(*, user_id: int, session_id: int, message_id: int) -> Mess
     """The person's own message in that conversation, with only what a reader of its reply
     needs (id, conversation, status: no text to decrypt); None if there is no such message."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            SELECT m.id, m.session_id, m.status FROM {Message._meta.db_table} m
-            JOIN {ChatSession._meta.db_table} s ON s.id = m.session_id
-            WHERE m.id = %s AND m.session_id = %s AND m.role = %s AND s.user_id = %s
-            """,  # noqa: S608 (names from the models, values as parameters)
-            [message_id, session_id, Message.Role.USER, user_id],
-        )
+        cursor.execute(_sql().message_to_follow, [message_id, session_id, Message.Role.USER, user_id])
         row = cursor.fetchone()
     return None if row is None else Message.from_db(connection.alias, ["id", "session_id", "status"], row)
 
@@ -96,13 +81,7 @@ def message_to_follow(*, user_id: int, session_id: int, message_id: int) -> Mess
 def messages_newest_before(*, session_id: int, message_id: int, limit: int) -> list[Message]:
     """The conversation's newest `limit` messages before `message_id`, newest first."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            SELECT {column_list(Message, "m")} FROM {Message._meta.db_table} m
-            WHERE m.session_id = %s AND m.id < %s ORDER BY m.id DESC LIMIT %s
-            """,  # noqa: S608 (names from the models, values as parameters)
-            [session_id, message_id, limit],
-        )
+        cursor.execute(_sql().messages_newest_before, [session_id, message_id, limit])
         return [from_row(Message, row) for row in cursor.fetchall()]
 
 
@@ -115,7 +94,7 @@ def message_claim(*, message_id: int, user_id: int, now: datetime) -> Message | 
     two claims at once only one matches."""
     with connection.cursor() as cursor:
         cursor.execute(
-            _claim_sql(),
+            _sql().message_claim,
             {
                 "answering": Message.Status.ANSWERING,
                 "now": now,
@@ -144,7 +123,7 @@ def reply_add_if_held(*, message: Message, reply: Message, now: datetime) -> Mes
     answered (None when it is not, and nothing changed)."""
     with connection.cursor() as cursor:
         cursor.execute(
-            _reply_sql(),
+            _sql().reply_add_if_held,
             {
                 "answered": Message.Status.ANSWERED,
                 "answering": Message.Status.ANSWERING,
@@ -155,7 +134,12 @@ def reply_add_if_held(*, message: Message, reply: Message, now: datetime) -> Mes
             },
         )
         row = cursor.fetchone()
-    return None if row is None else from_row(Message, row)
+    if row is None:
+        return None
+    # What was written is what the instance holds: nothing to read back, or to decrypt.
+    (reply.pk,) = row
+    reply._state.adding, reply._state.db = False, connection.alias
+    return reply
 
 
 def message_add(*, message: Message, session: ChatSession, session_fields: Sequence[str]) -> Message:
@@ -178,39 +162,69 @@ def message_add(*, message: Message, session: ChatSession, session_fields: Seque
     return message
 
 
-@cache
-def _claim_sql() -> str:
-    message, session, user = Message._meta.db_table, ChatSession._meta.db_table, get_user_model()._meta.db_table
-    return f"""
-        WITH claimed AS (
-            UPDATE {message} SET status = %(answering)s, error = '', claimed_at = %(now)s
-            WHERE id = %(message_id)s AND role = %(role)s AND status = %(pending)s
-              AND session_id IN (SELECT id FROM {session} WHERE user_id = %(user_id)s)
-            RETURNING *
-        )
-        SELECT {column_list(Message, "claimed")}, {column_list(ChatSession, "s")}, {column_list(get_user_model(), "u")}
-        FROM claimed
-        JOIN {session} s ON s.id = claimed.session_id
-        JOIN {user} u ON u.id = s.user_id
-    """  # noqa: S608 (names from the models, values as parameters)
+@dataclass(frozen=True)
+class _Statements:
+    session_with_running_turns: str
+    session_locked: str
+    message_sent_lately: str
+    message_to_follow: str
+    messages_newest_before: str
+    message_claim: str
+    reply_add_if_held: str
 
 
 @cache
-def _reply_sql() -> str:
-    message, session = Message._meta.db_table, ChatSession._meta.db_table
-    return f"""
-        WITH held AS (
-            UPDATE {message} SET status = %(answered)s, error = ''
-            WHERE id = %(message_id)s AND status = %(answering)s
+def _sql() -> _Statements:
+    """The statements' text, built once from the models' tables and columns."""
+    people = get_user_model()
+    message, session, user = Message._meta.db_table, ChatSession._meta.db_table, people._meta.db_table
+    return _Statements(
+        session_with_running_turns=f"""
+            SELECT {column_list(ChatSession, "s")}, (
+                SELECT count(*) FROM {message} m JOIN {session} theirs ON theirs.id = m.session_id
+                WHERE theirs.user_id = %(user_id)s AND m.role = %(role)s AND m.status IN (%(pending)s, %(answering)s)
+            )
+            FROM {session} s WHERE s.id = %(session_id)s AND s.user_id = %(user_id)s
+        """,  # noqa: S608 (names from the models, values as parameters)
+        session_locked=f"SELECT {column_list(ChatSession, 's')} FROM {session} s WHERE s.id = %s FOR UPDATE",  # noqa: S608
+        message_sent_lately=f"""
+            SELECT {column_list(Message, "m")} FROM {message} m
+            WHERE m.session_id = %(session_id)s
+              AND ((m.role = %(role)s AND m.created_at > %(since)s) OR m.client_id = %(client_id)s::uuid)
+            ORDER BY CASE WHEN m.client_id = %(client_id)s::uuid THEN 0 ELSE 1 END, m.created_at DESC, m.id DESC
+            LIMIT 1
+        """,  # noqa: S608 (names from the models, values as parameters)
+        message_to_follow=f"""
+            SELECT m.id, m.session_id, m.status FROM {message} m JOIN {session} s ON s.id = m.session_id
+            WHERE m.id = %s AND m.session_id = %s AND m.role = %s AND s.user_id = %s
+        """,  # noqa: S608 (names from the models, values as parameters)
+        messages_newest_before=f"""
+            SELECT {column_list(Message, "m")} FROM {message} m
+            WHERE m.session_id = %s AND m.id < %s ORDER BY m.id DESC LIMIT %s
+        """,  # noqa: S608 (names from the models, values as parameters)
+        message_claim=f"""
+            WITH claimed AS (
+                UPDATE {message} SET status = %(answering)s, error = '', claimed_at = %(now)s
+                WHERE id = %(message_id)s AND role = %(role)s AND status = %(pending)s
+                  AND session_id IN (SELECT id FROM {session} WHERE user_id = %(user_id)s)
+                RETURNING *
+            )
+            SELECT {column_list(Message, "claimed")}, {column_list(ChatSession, "s")}, {column_list(people, "u")}
+            FROM claimed
+            JOIN {session} s ON s.id = claimed.session_id
+            JOIN {user} u ON u.id = s.user_id
+        """,  # noqa: S608 (names from the models, values as parameters)
+        reply_add_if_held=f"""
+            WITH held AS (
+                UPDATE {message} SET status = %(answered)s, error = ''
+                WHERE id = %(message_id)s AND status = %(answering)s
+                RETURNING id
+            ), touched AS (
+                UPDATE {session} SET last_message_at = %(now)s, updated_at = %(now)s
+                WHERE id = %(session_id)s AND EXISTS (SELECT 1 FROM held)
+            )
+            INSERT INTO {message} ({insert_columns(Message)})
+            SELECT {insert_placeholders(Message)} FROM held
             RETURNING id
-        ), touched AS (
-            UPDATE {session} SET last_message_at = %(now)s, updated_at = %(now)s
-            WHERE id = %(session_id)s AND EXISTS (SELECT 1 FROM held)
-        )
-        INSERT INTO {message} ({insert_columns(Message)})
-        SELECT {insert_placeholders(Message)} FROM held
-        RETURNING {column_list(Message, message)}
-    """  # noqa: S608 (names from the models, values as parameters)
-
-
-_UNANSWERED = {"pending": Message.Status.PENDING, "answering": Message.Status.ANSWERING}
+        """,  # noqa: S608 (names from the models, values as parameters)
+    )

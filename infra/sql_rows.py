@@ -17,7 +17,8 @@ from functools import cache
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections
-from django.db.models import Field, Model
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import CharField, Field, Model
 from django.db.models.expressions import Col
 
 
@@ -55,10 +56,12 @@ def insert_columns(model: type[Model]) -> str:
 
 def insert_placeholders(model: type[Model]) -> str:
     """Placeholders for `insert_columns`, each cast to its column's type: a value that
-    reaches an insert through a SELECT is not typed by the column it lands in."""
+    reaches an insert through a SELECT is not typed by the column it lands in. Text is cast
+    without its length, so one too long fails on the column, as through the ORM, rather
+    than being cut short by the cast."""
     connection = connections[DEFAULT_DB_ALIAS]
     return ", ".join(
-        f"%(insert_{index})s::{field.cast_db_type(connection)}" for index, field in enumerate(_insert_fields(model))
+        f"%(insert_{index})s::{_cast_type(field, connection)}" for index, field in enumerate(_insert_fields(model))
     )
 
 
@@ -82,9 +85,16 @@ def update_assignments(instance: Model, field_names: Sequence[str], prefix: str)
     for index, name in enumerate(field_names):
         field = instance._meta.get_field(name)
         placeholder = f"{prefix}_{index}"
-        assignments.append(f"{quote(field.column)} = %({placeholder})s::{field.cast_db_type(connection)}")
+        # The column types what is assigned to it: no cast (which would cut text short).
+        assignments.append(f"{quote(field.column)} = %({placeholder})s")
         parameters[placeholder] = field.get_db_prep_save(field.pre_save(instance, add=False), connection)
     return ", ".join(assignments), parameters
+
+
+def _cast_type(field: Field, connection: BaseDatabaseWrapper) -> str:
+    if isinstance(field, CharField):
+        return connection.ops.cast_char_field_without_max_length
+    return field.cast_db_type(connection)
 
 
 @cache

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cache
 from typing import TYPE_CHECKING
 
 from django.db import connection
@@ -37,12 +38,16 @@ def memories_for_prompt(*, user: User) -> list[Memory]:
     prompt's memory block is assembled from. Every chat turn makes this read, so it is SQL
     (infra/sql_rows.py says why), as memory_list_for_user would read it."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT {column_list(Memory, 'm', without=_UNREAD)} FROM {Memory._meta.db_table} m "  # noqa: S608
-            "WHERE m.user_id = %s ORDER BY m.updated_at DESC, m.id DESC",
-            [user.pk],
-        )
+        cursor.execute(_memories_for_prompt_sql(), [user.pk])
         return [from_row(Memory, row, without=_UNREAD) for row in cursor.fetchall()]
+
+
+@cache
+def _memories_for_prompt_sql() -> str:
+    return f"""
+        SELECT {column_list(Memory, "m", without=_UNREAD)} FROM {Memory._meta.db_table} m
+        WHERE m.user_id = %s ORDER BY m.updated_at DESC, m.id DESC
+    """  # noqa: S608 (names from the model, the person as a parameter)
 
 
 # The embedding (thousands of floats a row) is only ever compared in SQL: not loaded.

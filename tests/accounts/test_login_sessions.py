@@ -4,6 +4,7 @@ check Django and allauth make on a session still holds on the person read with i
 from __future__ import annotations
 
 import importlib
+from datetime import timedelta
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -12,6 +13,7 @@ from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_K
 from django.contrib.sessions.middleware import SessionMiddleware
 from django.http import HttpRequest, HttpResponse
 from django.test import AsyncClient, Client, RequestFactory
+from django.utils import timezone
 
 from accounts.backends import ModelBackend
 from accounts.models import LoginSession, User
@@ -68,6 +70,29 @@ def test_a_person_made_inactive_is_signed_out_though_their_session_stands(client
     User.objects.filter(pk=user.pk).update(is_active=False)
 
     assert not who_asks(request_with(client)).is_authenticated
+
+
+@pytest.mark.parametrize("who_asks", [get_user, async_to_sync(aget_user)], ids=["sync", "async"])
+def test_an_expired_session_signs_nobody_in(client: Client, user: User, who_asks) -> None:
+    client.force_login(user)
+    LoginSession.objects.filter(user=user).update(expire_date=timezone.now() - timedelta(seconds=1))
+
+    assert not who_asks(request_with(client)).is_authenticated
+
+
+def test_a_session_without_its_owner_recorded_still_signs_its_person_in(
+    client: Client, user: User, django_assert_num_queries
+) -> None:
+    """A session whose owner column is empty (saved before owners were recorded) is read
+    without one: the backend reads the person itself, and only that person."""
+    client.force_login(user)
+    LoginSession.objects.filter(user=user).update(user=None)
+    request = request_with(client)
+
+    with django_assert_num_queries(2):  # the session, then the person
+        signed_in = get_user(request)
+
+    assert signed_in == user
 
 
 def test_a_changed_password_signs_the_persons_other_sessions_out(user: User) -> None:

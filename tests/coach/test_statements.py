@@ -171,9 +171,10 @@ def test_a_submission_sent_again_is_found_by_its_client_id_before_any_newer_mess
     submitted = uuid.uuid4()
     now = timezone.now()
     first = message_post(session=session, text="Plan my week", client_id=submitted, now=now)
+    # Newer, and inside the window of the same words sent again: the client id still wins.
     message_post(session=session, text="And my diet", client_id=uuid.uuid4(), now=now + timedelta(seconds=5))
 
-    again = message_post(session=session, text="Plan my week", client_id=submitted, now=now + timedelta(minutes=5))
+    again = message_post(session=session, text="Plan my week", client_id=submitted, now=now + timedelta(seconds=10))
 
     assert again.pk == first.pk
     assert Message.objects.filter(session=session).count() == 2

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from django.db import connection
+from django.db import DataError, connection
 from django.utils import timezone
 
 from accounts.models import User
@@ -64,3 +64,14 @@ def test_a_row_written_by_hand_is_stored_as_a_save_stores_it(user: User) -> None
 def test_a_row_of_the_wrong_length_is_refused_not_read_into_the_wrong_fields() -> None:
     with pytest.raises(ValueError, match="columns to read"):
         from_row(Message, (1, 2, 3))
+
+
+def test_text_too_long_for_its_column_fails_as_through_the_orm_rather_than_being_cut_short(user: User) -> None:
+    session = ChatSession.objects.create(user=user)
+    unsaved = Message(session=session, role="assistant" * 3, content="Hello", status="complete")
+
+    with pytest.raises(DataError), connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO coach_message ({insert_columns(Message)}) SELECT {insert_placeholders(Message)}",
+            insert_parameters(unsaved),
+        )
