@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import cache
 from typing import TYPE_CHECKING
 
-from django.db import connection
 from django.db.models import Exists, OuterRef, QuerySet
-from pgvector.django import CosineDistance
 
-from infra.sql_rows import column_list, from_row
+from memory import statements
 from memory.models import Memory, MemoryEvent, MemoryOverlap, MemoryProposal, PrivateTextViewing, key_digest
 from memory.policy import MemoryFacts
 
@@ -35,38 +32,19 @@ def memory_list_for_user(*, user: User, in_use_only: bool = False) -> QuerySet[M
 
 def memories_for_prompt(*, user: User) -> list[Memory]:
     """Every memory of the person, without its embedding, newest change first: what each
-    prompt's memory block is assembled from. Every chat turn makes this read, so it is SQL
-    (infra/sql_rows.py says why), as memory_list_for_user would read it."""
-    with connection.cursor() as cursor:
-        cursor.execute(_memories_for_prompt_sql(), [user.pk])
-        return [from_row(Memory, row, without=_UNREAD) for row in cursor.fetchall()]
-
-
-@cache
-def _memories_for_prompt_sql() -> str:
-    return f"""
-        SELECT {column_list(Memory, "m", without=_UNREAD)} FROM {Memory._meta.db_table} m
-        WHERE m.user_id = %s ORDER BY m.updated_at DESC, m.id DESC
-    """  # noqa: S608 (names from the model, the person as a parameter)
-
-
-# The embedding (thousands of floats a row) is only ever compared in SQL: not loaded.
-_UNREAD = ("embedding",)
+    prompt's memory block is assembled from (every chat turn makes this read)."""
+    return statements.memories_of(user_id=user.pk)
 
 
 def memory_facts_for_user(*, user: User) -> list[MemoryFacts]:
     """The policy's view of a person's store: plain columns, nothing decrypted."""
-    rows = Memory.objects.filter(user=user).values_list("pk", "source", "category", "tier", "updated_at")
-    return [
-        MemoryFacts(ref=pk, source=source, category=category, tier=tier, updated_at=at)
-        for pk, source, category, tier, at in rows
-    ]
+    return statements.facts_of(user_id=user.pk)
 
 
 def memory_by_key(*, user: User, key: str, in_use_only: bool = False) -> Memory | None:
-    """The person's memory named `key`, found by its digest (keys are encrypted)."""
-    memories = memory_list_for_user(user=user, in_use_only=in_use_only)
-    return memories.filter(key_digest=key_digest(user.pk, key)).first()
+    """The person's memory named `key`, found by its digest (keys are encrypted), without
+    its embedding."""
+    return statements.memory_keyed(user_id=user.pk, digest=key_digest(user.pk, key), in_use_only=in_use_only)
 
 
 def memories_by_similarity(
@@ -88,20 +66,16 @@ def memories_by_similarity(
     have to be filtered after the fact, where it can silently return fewer rows.
     Only embeddings of the current model are comparable; others wait for re-embedding.
     """
-    queryset = (
-        memory_list_for_user(user=user, in_use_only=in_use_only)
-        # A match is shown and recorded by these alone: the rest (the note itself, the
-        # longest text) is neither sent nor decrypted.
-        .only("pk", "key", "tier", "category", "summary")
-        .filter(embedding_model=model, embedding__isnull=False)
-        .annotate(distance=CosineDistance("embedding", vector))
-        .order_by("distance", "pk")
+    nearest = statements.memories_nearest(
+        user_id=user.pk,
+        vector=vector,
+        model=model,
+        limit=limit,
+        exclude_id=exclude_id,
+        exclude_category=exclude_category,
+        in_use_only=in_use_only,
     )
-    if exclude_id is not None:
-        queryset = queryset.exclude(pk=exclude_id)
-    if exclude_category is not None:
-        queryset = queryset.exclude(category=exclude_category)
-    return [SimilarMemory(memory=m, similarity=round(1.0 - float(m.distance), 4)) for m in queryset[:limit]]
+    return [SimilarMemory(memory=memory, similarity=round(1.0 - distance, 4)) for memory, distance in nearest]
 
 
 def memories_by_keys(*, user: User, keys: list[str], in_use_only: bool = False) -> list[Memory]:

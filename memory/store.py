@@ -20,6 +20,7 @@ from memory.keys import is_neutral, needs_neutral_key, neutral_key
 from memory.models import Memory, MemoryEvent
 from memory.policy import Eviction, MemoryFacts, coach_write_refusal, plan_eviction
 from memory.selectors import memory_facts_for_user
+from memory.statements import memory_enabled_locked
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -32,9 +33,7 @@ def lock_user(user: User, *, actor: str | None = None) -> None:
     so two concurrent saves must not both plan against the same 60 rows. A write by the
     coach is refused (MemoryOff) while the person has memory off, read from the row it
     locks, so no write slips in after they turned it off."""
-    memory_enabled = (
-        get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("memory_enabled", flat=True).get()
-    )
+    memory_enabled = memory_enabled_locked(user_id=user.pk)
     if actor == Actor.COACH and not memory_enabled:
         raise MemoryOff("memory is off: nothing was saved")
 
