@@ -75,6 +75,17 @@ def insert_parameters(instance: Model) -> dict[str, Any]:
     }
 
 
+def insert(instance: Model) -> None:
+    """Insert a new instance as `save()` would, in a statement the ORM need not compile
+    (no signals are sent: the app has none on these models); the instance gets its id."""
+    model = type(instance)
+    connection = connections[DEFAULT_DB_ALIAS]
+    with connection.cursor() as cursor:
+        cursor.execute(_insert_sql(model), insert_parameters(instance))
+        (instance.pk,) = cursor.fetchone()
+    instance._state.adding, instance._state.db = False, connection.alias
+
+
 def update_assignments(instance: Model, field_names: Sequence[str], prefix: str) -> tuple[str, dict[str, Any]]:
     """`column = placeholder, ...` for the named fields of a saved instance, and their
     values, prepared as `save(update_fields=...)` prepares them (an `auto_now` field set
@@ -89,6 +100,12 @@ def update_assignments(instance: Model, field_names: Sequence[str], prefix: str)
         assignments.append(f"{quote(field.column)} = %({placeholder})s")
         parameters[placeholder] = field.get_db_prep_save(field.pre_save(instance, add=False), connection)
     return ", ".join(assignments), parameters
+
+
+@cache
+def _insert_sql(model: type[Model]) -> str:
+    table = connections[DEFAULT_DB_ALIAS].ops.quote_name(model._meta.db_table)
+    return f"INSERT INTO {table} ({insert_columns(model)}) VALUES ({insert_placeholders(model)}) RETURNING id"  # noqa: S608
 
 
 def _cast_type(field: Field, connection: BaseDatabaseWrapper) -> str:

@@ -149,11 +149,15 @@ class Memory(models.Model):
         return f"memory {self.pk} of {self.user_id}"
 
     def save(self, *args: Any, **kwargs: Any) -> None:
-        self.key_digest = key_digest(self.user_id, self.key)
+        self.set_key_digest()
         update_fields = kwargs.get("update_fields")
         if update_fields is not None and "key" in update_fields:
             kwargs["update_fields"] = {*update_fields, "key_digest"}
         super().save(*args, **kwargs)
+
+    def set_key_digest(self) -> None:
+        """From the key, before every write of the row."""
+        self.key_digest = key_digest(self.user_id, self.key)
 
     @property
     def facts(self) -> MemoryFacts:

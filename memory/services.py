@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from infra import llm
 from infra.llm import Embedding
+from infra.sql_rows import insert
 from memory.drafts import (
     MemoryChanged,
     MemoryDraft,
@@ -32,8 +33,9 @@ from memory.drafts import (
 )
 from memory.embeddings import embed_memory, memory_text
 from memory.keys import is_neutral, neutral_key
-from memory.models import Memory, MemoryEvent, MemoryProposal, ProspectiveStatus, Source, Tier
+from memory.models import Memory, MemoryEvent, MemoryProposal, ProspectiveStatus, Source, Tier, key_digest
 from memory.policy import Eviction, plan_eviction
+from memory.statements import memory_keyed_locked
 from memory.store import (
     apply_draft,
     apply_eviction_policy,
@@ -93,7 +95,7 @@ def memory_save(
     with transaction.atomic():
         lock_user(user, actor=actor)
         before = store_facts(user)
-        memory = Memory.objects.select_for_update().keyed(user.pk, draft.key).first()
+        memory = memory_keyed_locked(user_id=user.pk, digest=key_digest(user.pk, draft.key))
         if memory is None:
             if expected_version is not None:
                 raise MemoryNotFound(GONE)
@@ -112,7 +114,12 @@ def memory_save(
         if session_id is not None:
             memory.session_id, memory.message_id = session_id, message_id
         give_neutral_key(memory)
-        memory.save()
+        if memory._state.adding:
+            # Most saves are new memories: inserted by SQL the ORM need not compile.
+            memory.set_key_digest()
+            insert(memory)
+        else:
+            memory.save()
         record_event(
             memory, actor=actor, action=action, reason=reason, before=snapshot, after=memory.snapshot(), now=now
         )

@@ -60,6 +60,14 @@ def memory_keyed(*, user_id: int, digest: str, in_use_only: bool) -> Memory | No
     return None if row is None else from_row(Memory, row, without=WITHOUT_EMBEDDING)
 
 
+def memory_keyed_locked(*, user_id: int, digest: str) -> Memory | None:
+    """The person's memory with this key digest, whole, locked until the transaction ends."""
+    with connection.cursor() as cursor:
+        cursor.execute(_sql().memory_keyed_locked, [user_id, digest])
+        row = cursor.fetchone()
+    return None if row is None else from_row(Memory, row)
+
+
 def memories_nearest(
     *,
     user_id: int,
@@ -94,6 +102,7 @@ class _Statements:
     memories_of: str
     # By whether only a person with memory on is read.
     memory_keyed: dict[bool, str]
+    memory_keyed_locked: str
     memories_nearest: dict[bool, str]
 
 
@@ -121,5 +130,9 @@ def _sql() -> _Statements:
             WHERE m.user_id = %s ORDER BY m.updated_at DESC, m.id DESC
         """,  # noqa: S608 (names from the model, the person as a parameter)
         memory_keyed={only: keyed.format(in_use=clause) for only, clause in in_use.items()},
+        memory_keyed_locked=f"""
+            SELECT {column_list(Memory, "m")} FROM {memory} m
+            WHERE m.user_id = %s AND m.key_digest = %s ORDER BY m.id LIMIT 1 FOR UPDATE
+        """,  # noqa: S608 (names from the model, values as parameters)
         memories_nearest={only: nearest.format(in_use=clause) for only, clause in in_use.items()},
     )

@@ -15,6 +15,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from infra.llm import Embedding
+from infra.sql_rows import insert
 from memory.drafts import MemoryDraft, MemoryNoRoom, MemoryOff
 from memory.keys import is_neutral, needs_neutral_key, neutral_key
 from memory.models import Memory, MemoryEvent
@@ -130,7 +131,7 @@ def record_event(
     keep_key: bool = True,
     now: datetime | None = None,
 ) -> MemoryEvent:
-    return MemoryEvent.objects.create(
+    event = MemoryEvent(
         user_id=memory.user_id,
         memory_id=memory.pk,
         key=memory.key if keep_key else None,
@@ -141,3 +142,6 @@ def record_event(
         after=after,
         created_at=now or timezone.now(),
     )
+    # Every memory write records one: inserted by SQL the ORM need not compile.
+    insert(event)
+    return event

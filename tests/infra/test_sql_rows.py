@@ -11,7 +11,15 @@ from django.utils import timezone
 
 from accounts.models import User
 from coach.models import ChatSession, Message
-from infra.sql_rows import column_count, column_list, from_row, insert_columns, insert_parameters, insert_placeholders
+from infra.sql_rows import (
+    column_count,
+    column_list,
+    from_row,
+    insert,
+    insert_columns,
+    insert_parameters,
+    insert_placeholders,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -75,3 +83,16 @@ def test_text_too_long_for_its_column_fails_as_through_the_orm_rather_than_being
             f"INSERT INTO coach_message ({insert_columns(Message)}) SELECT {insert_placeholders(Message)}",
             insert_parameters(unsaved),
         )
+
+
+def test_an_instance_inserted_by_sql_is_saved_and_reads_back_as_written(user: User) -> None:
+    session = ChatSession.objects.create(user=user)
+    written = Message(session=session, role="user", content="Ça va? 🏃", status="pending", client_id=uuid.uuid4())
+
+    insert(written)
+
+    assert written.pk is not None and not written._state.adding
+    assert _fields(Message.objects.get(pk=written.pk)) == _fields(written)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT content FROM coach_message WHERE id = %s", [written.pk])
+        assert "Ça va" not in cursor.fetchone()[0]
