@@ -1,5 +1,6 @@
-"""The statements on the chat's hot path (a message posted, a reader, a turn), each one round trip, written as SQL (see
-infra/sql_rows.py for why). coach/services.py says what each one means; this says how."""
+"""The statements on the chat's hot path (a message posted, its reader, its turn), each
+one round trip, written as SQL (infra/sql_rows.py says why). coach/services.py and
+coach/selectors.py say what each one means; this says how."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from infra.sql_rows import (
     insert_columns,
     insert_parameters,
     insert_placeholders,
+    saved_as,
     update_assignments,
 )
 
@@ -137,8 +139,7 @@ def reply_add_if_held(*, message: Message, reply: Message, now: datetime) -> Mes
     if row is None:
         return None
     # What was written is what the instance holds: nothing to read back, or to decrypt.
-    (reply.pk,) = row
-    reply._state.adding, reply._state.db = False, connection.alias
+    saved_as(reply, row[0])
     return reply
 
 
@@ -157,8 +158,8 @@ def message_add(*, message: Message, session: ChatSession, session_fields: Seque
             """,  # noqa: S608 (names from the models, values as parameters)
             {"session_id": session.pk, **session_values, **insert_parameters(message)},
         )
-        (message.pk,) = cursor.fetchone()
-    message._state.adding, message._state.db = False, connection.alias
+        (pk,) = cursor.fetchone()
+    saved_as(message, pk)
     return message
 
 

@@ -48,12 +48,14 @@ def from_row[M: Model](model: type[M], values: Sequence[Any], *, without: tuple[
     return model.from_db(DEFAULT_DB_ALIAS, reading.attnames, converted)
 
 
+@cache
 def insert_columns(model: type[Model]) -> str:
     """The columns an insert names: all but the generated primary key."""
     quote = connections[DEFAULT_DB_ALIAS].ops.quote_name
     return ", ".join(quote(field.column) for field in _insert_fields(model))
 
 
+@cache
 def insert_placeholders(model: type[Model]) -> str:
     """Placeholders for `insert_columns`, each cast to its column's type: a value that
     reaches an insert through a SELECT is not typed by the column it lands in. Text is cast
@@ -78,12 +80,16 @@ def insert_parameters(instance: Model) -> dict[str, Any]:
 def insert(instance: Model) -> None:
     """Insert a new instance as `save()` would, in a statement the ORM need not compile
     (no signals are sent: the app has none on these models); the instance gets its id."""
-    model = type(instance)
-    connection = connections[DEFAULT_DB_ALIAS]
-    with connection.cursor() as cursor:
-        cursor.execute(_insert_sql(model), insert_parameters(instance))
-        (instance.pk,) = cursor.fetchone()
-    instance._state.adding, instance._state.db = False, connection.alias
+    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        cursor.execute(_insert_sql(type(instance)), insert_parameters(instance))
+        (pk,) = cursor.fetchone()
+    saved_as(instance, pk)
+
+
+def saved_as(instance: Model, pk: int) -> None:
+    """Mark an instance written by SQL as saved under `pk`, as `save()` leaves it."""
+    instance.pk = pk
+    instance._state.adding, instance._state.db = False, DEFAULT_DB_ALIAS
 
 
 def update_assignments(instance: Model, field_names: Sequence[str], prefix: str) -> tuple[str, dict[str, Any]]:

@@ -21,7 +21,6 @@ from django.utils import timezone
 
 from infra import llm
 from infra.llm import Embedding
-from infra.sql_rows import insert
 from memory.drafts import (
     MemoryChanged,
     MemoryDraft,
@@ -45,6 +44,7 @@ from memory.store import (
     record_event,
     settle_store,
     store_facts,
+    write_memory,
 )
 from memory.undo import DeletedMemory, UndoRefused, deleted_memory_from_token
 
@@ -114,12 +114,7 @@ def memory_save(
         if session_id is not None:
             memory.session_id, memory.message_id = session_id, message_id
         give_neutral_key(memory)
-        if memory._state.adding:
-            # Most saves are new memories: inserted by SQL the ORM need not compile.
-            memory.set_key_digest()
-            insert(memory)
-        else:
-            memory.save()
+        write_memory(memory)
         record_event(
             memory, actor=actor, action=action, reason=reason, before=snapshot, after=memory.snapshot(), now=now
         )

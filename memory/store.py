@@ -39,6 +39,16 @@ def lock_user(user: User, *, actor: str | None = None) -> None:
         raise MemoryOff("memory is off: nothing was saved")
 
 
+def write_memory(memory: Memory) -> None:
+    """Write the row of a memory a draft was applied to: a new one inserted by SQL the ORM
+    need not compile (most saves are new memories), a changed one saved."""
+    if memory._state.adding:
+        memory.set_key_digest()
+        insert(memory)
+    else:
+        memory.save()
+
+
 def store_facts(user: User) -> list[MemoryFacts]:
     """The person's store as the policy reads it, before a write changes it."""
     return memory_facts_for_user(user=user)
