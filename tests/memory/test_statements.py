@@ -3,14 +3,19 @@ in the same order, scoped to one person, and nothing while that person has memor
 
 from __future__ import annotations
 
+import threading
+
 import pytest
+from django.db import transaction
 from pgvector.django import CosineDistance
 
 from accounts.models import User
+from memory.drafts import MemoryOff
 from memory.models import Memory
 from memory.selectors import memories_by_similarity, memory_by_key, memory_facts_for_user
 from memory.store import lock_user
 from offline_coach import bag_of_words_embedding
+from tests.coach.races import race
 from tests.memory.factories import make_memory
 
 pytestmark = pytest.mark.django_db
@@ -82,15 +87,28 @@ def test_the_policys_facts_are_every_memory_of_the_person(user: User, other_user
     assert sorted(facts, key=lambda f: f.ref) == [m.facts for m in mine]
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_coach_write_is_refused_while_memory_is_off_as_the_row_is_locked(user: User) -> None:
-    from django.db import transaction
-
-    from memory.drafts import MemoryOff
-
-    lock_user(user, actor="coach")
+def test_a_coach_write_is_refused_while_memory_is_off_and_the_persons_own_is_not(user: User) -> None:
     User.objects.filter(pk=user.pk).update(memory_enabled=False)
+
     with pytest.raises(MemoryOff), transaction.atomic():
         lock_user(user, actor="coach")
     with transaction.atomic():
         lock_user(user, actor="user")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_second_memory_write_of_the_same_person_waits_for_the_first(user: User) -> None:
+    holding, release = threading.Event(), threading.Event()
+
+    def first() -> None:
+        with transaction.atomic():
+            lock_user(user, actor="coach")
+            holding.set()
+            release.wait(10)
+
+    def second() -> None:
+        with transaction.atomic():
+            lock_user(user, actor="coach")
+
+    # race() fails unless PostgreSQL shows the second waiting on the first's lock.
+    race(first, second, holding=holding, release=release)
