@@ -40,6 +40,10 @@ class MessageRejected(Exception):
     """A message that cannot be sent; the text is shown to the person."""
 
 
+class TooManyTurns(Exception):
+    """A message refused while the person's other messages are still being answered."""
+
+
 class TurnLost(Exception):
     """A turn tried to finish a message it no longer holds (swept, or answered meanwhile)."""
 
@@ -87,11 +91,31 @@ def message_post(
     *, session: ChatSession, text: str, client_id: uuid.UUID | None, now: datetime | None = None
 ) -> Message:
     """Store what the person wrote, once, before anything else happens."""
+    return message_post_as(user_id=session.user_id, session_id=session.pk, text=text, client_id=client_id, now=now)
+
+
+def message_post_as(
+    *,
+    user_id: int,
+    session_id: int,
+    text: str,
+    client_id: uuid.UUID | None,
+    turns_at_most: int | None = None,
+    now: datetime | None = None,
+) -> Message:
+    """message_post, by the person with `user_id`, to their conversation `session_id`: ChatSession.DoesNotExist if it is
+    not the person's, and TooManyTurns when `turns_at_most` of their messages are already
+    waiting for, or getting, a reply."""
     now = now or timezone.now()
     text = _check_text(text)
     with transaction.atomic():
-        # Serialises this session's submissions, so a double submit cannot slip through.
-        session = session_locked(session_id=session.pk)
+        # Serialises this session's submissions, so a double submit cannot slip through;
+        # its owner and the person's running turns come with it.
+        session = session_locked(user_id=user_id, session_id=session_id)
+        if session is None:
+            raise ChatSession.DoesNotExist(f"no conversation {session_id} of person {user_id}")
+        if turns_at_most is not None and session.running_turns >= turns_at_most:
+            raise TooManyTurns(session.running_turns)
         # One row answers both checks: the submission with this client id if there is one,
         # else the person's last message, if it came within the last minute. A statement of
         # its own, after the lock: one that waited on it sees what the other one saved.

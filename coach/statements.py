@@ -29,34 +29,26 @@ from infra.sql_rows import (
 def session_with_running_turns(*, user_id: int, session_id: int) -> ChatSession | None:
     """The person's conversation, with `running_turns`: how many of their messages are
     waiting for, or getting, a reply now (as selectors.running_turns_of counts them)."""
+    return _session_read(_sql().session_with_running_turns, user_id=user_id, session_id=session_id)
+
+
+def session_locked(*, user_id: int, session_id: int) -> ChatSession | None:
+    """The person's conversation, as session_with_running_turns reads it, locked until the
+    transaction ends (which the caller holds open); None if it is not theirs."""
+    return _session_read(_sql().session_locked, user_id=user_id, session_id=session_id)
+
+
+def _session_read(sql: str, *, user_id: int, session_id: int) -> ChatSession | None:
     pending, answering = UNANSWERED
+    parameters = {"user_id": user_id, "session_id": session_id, "role": Message.Role.USER}
     with connection.cursor() as cursor:
-        cursor.execute(
-            _sql().session_with_running_turns,
-            {
-                "user_id": user_id,
-                "session_id": session_id,
-                "role": Message.Role.USER,
-                "pending": pending,
-                "answering": answering,
-            },
-        )
+        cursor.execute(sql, {**parameters, "pending": pending, "answering": answering})
         row = cursor.fetchone()
     if row is None:
         return None
     found = from_row(ChatSession, row[:-1])
     found.running_turns = row[-1]
     return found
-
-
-def session_locked(*, session_id: int) -> ChatSession:
-    """The conversation, locked until the transaction ends (which the caller holds open)."""
-    with connection.cursor() as cursor:
-        cursor.execute(_sql().session_locked, [session_id])
-        row = cursor.fetchone()
-    if row is None:
-        raise ChatSession.DoesNotExist(f"no conversation {session_id}")
-    return from_row(ChatSession, row)
 
 
 def message_sent_lately(*, session_id: int, client_id: uuid.UUID | None, since: datetime) -> Message | None:
@@ -179,15 +171,18 @@ def _sql() -> _Statements:
     """The statements' text, built once from the models' tables and columns."""
     people = get_user_model()
     message, session, user = Message._meta.db_table, ChatSession._meta.db_table, people._meta.db_table
+    session_with_running_turns = f"""
+        SELECT {column_list(ChatSession, "s")}, (
+            SELECT count(*) FROM {message} m JOIN {session} theirs ON theirs.id = m.session_id
+            WHERE theirs.user_id = %(user_id)s AND m.role = %(role)s AND m.status IN (%(pending)s, %(answering)s)
+        )
+        FROM {session} s WHERE s.id = %(session_id)s AND s.user_id = %(user_id)s
+    """  # noqa: S608 (names from the models, values as parameters)
     return _Statements(
-        session_with_running_turns=f"""
-            SELECT {column_list(ChatSession, "s")}, (
-                SELECT count(*) FROM {message} m JOIN {session} theirs ON theirs.id = m.session_id
-                WHERE theirs.user_id = %(user_id)s AND m.role = %(role)s AND m.status IN (%(pending)s, %(answering)s)
-            )
-            FROM {session} s WHERE s.id = %(session_id)s AND s.user_id = %(user_id)s
-        """,  # noqa: S608 (names from the models, values as parameters)
-        session_locked=f"SELECT {column_list(ChatSession, 's')} FROM {session} s WHERE s.id = %s FOR UPDATE",  # noqa: S608
+        session_with_running_turns=session_with_running_turns,
+        # The count is of the statement's snapshot, taken before any wait for the lock: as
+        # fresh as the limit it serves needs (it was read before the transaction once).
+        session_locked=f"{session_with_running_turns} FOR UPDATE OF s",
         message_sent_lately=f"""
             SELECT {column_list(Message, "m")} FROM {message} m
             WHERE m.session_id = %(session_id)s

@@ -34,7 +34,7 @@ from coach.selectors import (
     session_to_write_in,
     sessions_for_user,
 )
-from coach.services import MessageRejected, message_post, message_retry, session_end, session_start
+from coach.services import MessageRejected, TooManyTurns, message_post_as, message_retry, session_end, session_start
 from coach.turn import turn_start
 
 logger = logging.getLogger(__name__)
@@ -124,22 +124,36 @@ def session_page(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def message_send(request: HttpRequest, pk: int) -> HttpResponse:
     """Save the person's message (once) and start its turn; hand the page the reply to follow."""
-    session = session_to_write_in(user=request.user, pk=pk)
-    if session is None:
-        raise Http404("No such conversation.")
     text, error = _posted_text(request)
     if error is None:
-        error = _limits_refuse(request, running_turns=session.running_turns)
+        error = _too_many_messages(request)
+    if error is None:
+        # The conversation is read with its lock, in the transaction that saves the message;
+        # a refusal reads it again below, to show the error in it.
+        try:
+            message = message_post_as(
+                user_id=request.user.pk,
+                session_id=pk,
+                text=text,
+                client_id=_client_id(request),
+                turns_at_most=settings.COACH_MAX_TURNS_AT_ONCE,
+            )
+        except ChatSession.DoesNotExist:
+            raise Http404("No such conversation.") from None
+        except TooManyTurns:
+            error = TOO_MANY_TURNS, 429
+        except MessageRejected as rejection:
+            error = str(rejection), 422
     if error is not None:
+        session = session_to_write_in(user=request.user, pk=pk)
+        if session is None:
+            raise Http404("No such conversation.")
         return _composer_error(request, *error, session=session)
-    try:
-        message = message_post(session=session, text=text, client_id=_client_id(request))
-    except MessageRejected as rejection:
-        return _composer_error(request, str(rejection), 422, session=session)
     _start(request, message)
     if not request.htmx:
-        return redirect("session", pk=session.pk)
-    return render(request, "coach/chat.html#exchange", {"session": session, "exchange": Exchange(message, None)})
+        return redirect("session", pk=pk)
+    context = {"session": message.session, "exchange": Exchange(message, None)}
+    return render(request, "coach/chat.html#exchange", context)
 
 
 @login_required
@@ -214,15 +228,17 @@ def _posted_text(request: HttpRequest) -> tuple[str, tuple[str, int] | None]:
         return "", (TOO_LONG.format(most=settings.COACH_MAX_MESSAGE_CHARS), 413)
 
 
-def _limits_refuse(request: HttpRequest, *, running_turns: int | None = None) -> tuple[str, int] | None:
-    """`running_turns`: the person's turns under way, where the caller read them already."""
-    user = request.user
-    if not within_rate(user.pk, "messages", limit=settings.COACH_MESSAGES_PER_MINUTE, window_seconds=60):
-        return TOO_MANY_MESSAGES, 429
-    if running_turns is None:
-        running_turns = running_turns_of(user=user)
-    if running_turns >= settings.COACH_MAX_TURNS_AT_ONCE:
+def _limits_refuse(request: HttpRequest) -> tuple[str, int] | None:
+    if refused := _too_many_messages(request):
+        return refused
+    if running_turns_of(user=request.user) >= settings.COACH_MAX_TURNS_AT_ONCE:
         return TOO_MANY_TURNS, 429
+    return None
+
+
+def _too_many_messages(request: HttpRequest) -> tuple[str, int] | None:
+    if not within_rate(request.user.pk, "messages", limit=settings.COACH_MESSAGES_PER_MINUTE, window_seconds=60):
+        return TOO_MANY_MESSAGES, 429
     return None
 
 

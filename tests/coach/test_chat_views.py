@@ -5,7 +5,9 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from accounts.models import User
 from coach.models import ChatSession, Message
@@ -196,6 +198,41 @@ def test_another_persons_session_is_a_404_everywhere(client: Client, user: User,
     response = getattr(client, method)(path.format(pk=session.pk, message=message.pk), {"text": "hi"})
 
     assert response.status_code == 404
+
+
+@pytest.mark.parametrize("text", ["", "x" * 100_000, "hi"])
+def test_a_message_to_another_persons_session_is_a_404_whatever_else_is_wrong(
+    client: Client, user: User, settings, text: str
+) -> None:
+    # Past the person's rate limit, with an empty or an overlong text: the conversation is
+    # not theirs is what they learn, and nothing is stored.
+    settings.COACH_MESSAGES_PER_MINUTE = 0 if text == "hi" else 100
+    session = make_session(user, "private words", "reply")
+    client.force_login(make_user("stranger@example.com"))
+
+    response = client.post(f"/chat/{session.pk}/messages", {"text": text}, headers={"HX-Request": "true"})
+
+    assert response.status_code == 404
+    assert Message.objects.filter(session=session).count() == 2
+
+
+def test_a_sent_message_costs_four_queries_in_one_transaction(
+    transactional_db: None, client_of: Client, user: User
+) -> None:
+    # Outside a test's transaction, as in production: no savepoints among the queries.
+    session = make_session(user, "hi", "hello")
+
+    with CaptureQueriesContext(connection) as captured:
+        response = client_of.post(
+            f"/chat/{session.pk}/messages", {"text": "Plan my week"}, headers={"HX-Request": "true"}
+        )
+
+    # The login with its person; then the conversation locked with the person's running
+    # turns, the duplicate lookup, and the message with the conversation's new state.
+    statements = [query["sql"].split()[0] for query in captured.captured_queries]
+    assert statements == ["SELECT", "BEGIN", "SELECT", "SELECT", "WITH", "COMMIT"]
+    assert response.status_code == 200
+    assert [(m.content, m.status) for m in session.messages.order_by("pk")][-1] == ("Plan my week", "pending")
 
 
 @pytest.mark.parametrize(

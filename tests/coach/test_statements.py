@@ -13,7 +13,17 @@ from django.utils import timezone
 from accounts.models import User
 from coach.models import ChatSession, Message
 from coach.selectors import message_to_follow, messages_before, running_turns_of, session_to_write_in
-from coach.services import ReplyTokens, TurnLost, message_post, reply_save, session_start, turn_begin, turn_claim
+from coach.services import (
+    ReplyTokens,
+    TooManyTurns,
+    TurnLost,
+    message_post,
+    message_post_as,
+    reply_save,
+    session_start,
+    turn_begin,
+    turn_claim,
+)
 from tests.coach.factories import make_session
 
 pytestmark = pytest.mark.django_db
@@ -164,6 +174,23 @@ def test_the_conversation_written_in_is_read_with_the_persons_running_turns(user
     assert found is not None and _held(found) == _stored(found)
     assert found.running_turns == running_turns_of(user=user) == 2
     assert session_to_write_in(user=other_user, pk=first.pk) is None
+
+
+def test_a_message_is_refused_in_another_persons_conversation_or_past_the_running_turns(
+    user: User, other_user: User
+) -> None:
+    session = session_start(user=user)
+    message_post(session=session, text="One", client_id=None)
+    message_post(session=session_start(user=user), text="Two", client_id=None)
+
+    with pytest.raises(ChatSession.DoesNotExist):
+        message_post_as(user_id=other_user.pk, session_id=session.pk, text="Mine now", client_id=None)
+    with pytest.raises(TooManyTurns):
+        message_post_as(user_id=user.pk, session_id=session.pk, text="Three", client_id=None, turns_at_most=2)
+    sent = message_post_as(user_id=user.pk, session_id=session.pk, text="Three", client_id=None, turns_at_most=3)
+
+    assert sent.session.running_turns == 2 and sent.session.user_id == user.pk
+    assert [m.content for m in session.messages.order_by("pk")] == ["One", "Three"]
 
 
 def test_a_submission_sent_again_is_found_by_its_client_id_before_any_newer_message(user: User) -> None:
