@@ -29,6 +29,7 @@ from emails.schedule import (
     SendingWindow,
     next_nudge_time,
 )
+from emails.statements import emails_sent_lately
 from memory.context import SentEmail
 from memory.models import ProspectiveStatus, Tier
 
@@ -63,7 +64,8 @@ def emails_recently_sent(*, user: User, limit: int = LAST_EMAILS) -> list[Email]
 
 
 def sent_emails_for_prompt(user: User) -> list[SentEmail]:
-    """The last emails sent to the person as a prompt's memory block quotes them."""
+    """The last emails sent to the person as a prompt's memory block quotes them. Every
+    turn asks, so it is read by SQL, with only what is quoted."""
     return [
         SentEmail(
             sent_on=email.when.date(),
@@ -71,7 +73,7 @@ def sent_emails_for_prompt(user: User) -> list[SentEmail]:
             subject=email.subject or "",
             first_line=email.first_line,
         )
-        for email in emails_recently_sent(user=user)
+        for email in emails_sent_lately(user_id=user.pk, limit=LAST_EMAILS)
     ]
 
 
