@@ -12,6 +12,7 @@ offers no memory tools (coach/turn.py).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -59,11 +60,17 @@ def system_prompt(*, user: User, now: datetime, remembers: bool) -> tuple[str, M
     return "\n\n".join([prompt("coach", "coach"), today, block]), memory
 
 
-def conversation_for_turn(*, user: User, message: Message, now: datetime) -> Conversation:
-    """The messages for the model, for a turn that answers `message`."""
+def conversation_for_turn(
+    *, user: User, message: Message, now: datetime, earlier: Sequence[Message] | None = None
+) -> Conversation:
+    """The messages for the model, for a turn that answers `message`. `earlier`: the
+    conversation's newest HISTORY_MAX_MESSAGES before it, oldest first, where the caller
+    read them already."""
     remembers = session_remembers(session=message.session, user=user)
     system, memory = system_prompt(user=user, now=now, remembers=remembers)
-    earlier = [m for m in messages_before(message=message, limit=HISTORY_MAX_MESSAGES) if _belongs_in_history(m)]
+    if earlier is None:
+        earlier = messages_before(message=message, limit=HISTORY_MAX_MESSAGES)
+    earlier = [m for m in earlier if _belongs_in_history(m)]
     kept: list[dict[str, Any]] = []
     budget = settings.COACH_HISTORY_BUDGET_TOKENS - estimate_tokens(message.content)
     for past in reversed(earlier):

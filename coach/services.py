@@ -19,7 +19,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from coach.conversation import Conversation, conversation_for_turn
+from coach.conversation import HISTORY_MAX_MESSAGES, Conversation, conversation_for_turn
 from coach.models import TITLE_MAX_CHARS, UNANSWERED, ChatSession, Message
 from coach.statements import message_add, message_claim, message_sent_lately, reply_add_if_held, session_locked
 
@@ -149,7 +149,8 @@ def turn_claim(*, message_id: int, user_id: int, now: datetime | None = None) ->
     """Take the right to answer the person's message: the message, read with its
     conversation and its person. Only one turn may run per message: a second start for it
     (a reload, another tab, another process) gets None, as does anyone else's message."""
-    return message_claim(message_id=message_id, user_id=user_id, now=now or timezone.now())
+    claimed = message_claim(message_id=message_id, user_id=user_id, now=now or timezone.now())
+    return None if claimed is None else claimed[0]
 
 
 def turn_begin(*, user_id: int, message_id: int, now: datetime) -> tuple[User, Message, Conversation] | None:
@@ -159,11 +160,13 @@ def turn_begin(*, user_id: int, message_id: int, now: datetime) -> tuple[User, M
     with transaction.atomic():
         # The claim first, and with it what the turn needs of the message: a turn that
         # loses it (another tab's, another process's) has cost one statement.
-        message = turn_claim(message_id=message_id, user_id=user_id, now=now)
-        if message is None:
+        # The conversation's last messages come with it, in the same statement.
+        claimed = message_claim(message_id=message_id, user_id=user_id, now=now, history=HISTORY_MAX_MESSAGES)
+        if claimed is None:
             return None
+        message, newest_first = claimed
         user = message.session.user
-        conversation = conversation_for_turn(user=user, message=message, now=now)
+        conversation = conversation_for_turn(user=user, message=message, now=now, earlier=newest_first[::-1])
     return user, message, conversation
 
 

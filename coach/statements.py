@@ -79,13 +79,16 @@ def messages_newest_before(*, session_id: int, message_id: int, limit: int) -> l
         return [from_row(Message, row) for row in cursor.fetchall()]
 
 
-def message_claim(*, message_id: int, user_id: int, now: datetime) -> Message | None:
+def message_claim(
+    *, message_id: int, user_id: int, now: datetime, history: int = 0
+) -> tuple[Message, list[Message]] | None:
     """Mark the person's waiting message as being answered and read it back with its
-    conversation and its person (`message.session.user`); None if no such message waits.
+    conversation and its person (`message.session.user`), and with the conversation's
+    newest `history` messages before it, newest first; None if no such message waits.
 
     Every condition is on the message's own columns, the owner through a subquery, not a
     join: PostgreSQL then tests the status again on the row a concurrent claim left, so of
-    two claims at once only one matches."""
+    two claims at once only one matches. A claim that matches nothing reads no history."""
     with connection.cursor() as cursor:
         cursor.execute(
             _sql().message_claim,
@@ -96,19 +99,22 @@ def message_claim(*, message_id: int, user_id: int, now: datetime) -> Message | 
                 "user_id": user_id,
                 "role": Message.Role.USER,
                 "pending": Message.Status.PENDING,
+                "history": history,
             },
         )
-        row = cursor.fetchone()
-    if row is None:
+        rows = cursor.fetchall()
+    if not rows:
         return None
-    user_model = get_user_model()
+    # The claim's row first, then the history's, each padded with the other's columns.
+    claimed, *earlier = [row[2:] for row in rows]
     message_end = column_count(Message)
     session_end = message_end + column_count(ChatSession)
-    message = from_row(Message, row[:message_end])
-    session = from_row(ChatSession, row[message_end:session_end])
-    session.user = from_row(user_model, row[session_end:])
+    message = from_row(Message, claimed[:message_end])
+    session = from_row(ChatSession, claimed[message_end:session_end])
+    session.user = from_row(get_user_model(), claimed[session_end : session_end + column_count(get_user_model())])
     message.session = session
-    return message
+    before = [from_row(Message, row[-message_end:]) for row in earlier]
+    return message, before
 
 
 def reply_add_if_held(*, message: Message, reply: Message, now: datetime) -> Message | None:
@@ -166,6 +172,11 @@ class _Statements:
     reply_add_if_held: str
 
 
+def _nulls(count: int) -> str:
+    """`count` NULL columns: a row's place for columns another part of a UNION fills."""
+    return ", ".join(["NULL"] * count)
+
+
 @cache
 def _sql() -> _Statements:
     """The statements' text, built once from the models' tables and columns."""
@@ -204,11 +215,20 @@ def _sql() -> _Statements:
                 WHERE id = %(message_id)s AND role = %(role)s AND status = %(pending)s
                   AND session_id IN (SELECT id FROM {session} WHERE user_id = %(user_id)s)
                 RETURNING *
+            ), earlier AS (
+                SELECT h.* FROM {message} h JOIN claimed ON h.session_id = claimed.session_id
+                WHERE h.id < claimed.id ORDER BY h.id DESC LIMIT %(history)s
             )
-            SELECT {column_list(Message, "claimed")}, {column_list(ChatSession, "s")}, {column_list(people, "u")}
+            SELECT 0 AS part, 0 AS newest, {column_list(Message, "claimed")}, {column_list(ChatSession, "s")},
+                   {column_list(people, "u")}, {_nulls(column_count(Message))}
             FROM claimed
             JOIN {session} s ON s.id = claimed.session_id
             JOIN {user} u ON u.id = s.user_id
+            UNION ALL
+            SELECT 1, -earlier.id, {_nulls(column_count(Message) + column_count(ChatSession) + column_count(people))},
+                   {column_list(Message, "earlier")}
+            FROM earlier
+            ORDER BY part, newest
         """,  # noqa: S608 (names from the models, values as parameters)
         reply_add_if_held=f"""
             WITH held AS (

@@ -24,6 +24,7 @@ from coach.services import (
     turn_begin,
     turn_claim,
 )
+from coach.statements import message_claim
 from tests.coach.factories import make_session
 
 pytestmark = pytest.mark.django_db
@@ -230,3 +231,48 @@ def test_the_history_is_the_newest_messages_before_this_one_oldest_first(user: U
 
     assert [m.content for m in history] == [f"Line {number}" for number in range(3, 8)]
     assert [_held(m) for m in history] == [_stored(m) for m in history]
+
+
+def test_the_claim_brings_the_same_history_as_reading_it_after(user: User, other_user: User) -> None:
+    session = make_session(user, *[f"Line {number}" for number in range(8)])
+    # A failed reply and a part-reply are history the turn leaves out, but read all the same.
+    line_5 = session.messages.order_by("pk")[5]
+    Message.objects.filter(pk=line_5.pk).update(status=Message.Status.FAILED)
+    make_session(other_user, "Not theirs", "Nor this")
+    message = message_post(session=session, text="Now", client_id=None)
+    message_post(session=session, text="Later", client_id=None, now=timezone.now() + timedelta(minutes=2))
+    expected = [_stored(m) for m in messages_before(message=message, limit=5)][::-1]
+
+    claimed, newest_first = message_claim(message_id=message.pk, user_id=user.pk, now=timezone.now(), history=5)
+
+    assert claimed.pk == message.pk and claimed.session.user.pk == user.pk
+    assert [_held(m) for m in newest_first] == expected
+    assert [m.content for m in newest_first] == [f"Line {number}" for number in range(7, 2, -1)]
+
+
+def test_a_claim_of_the_first_message_has_no_history_and_a_lost_claim_reads_none(user: User) -> None:
+    message = message_post(session=session_start(user=user), text="Hello", client_id=None)
+
+    claimed = message_claim(message_id=message.pk, user_id=user.pk, now=timezone.now(), history=40)
+    assert claimed is not None and claimed[1] == []
+    assert message_claim(message_id=message.pk, user_id=user.pk, now=timezone.now(), history=40) is None
+
+
+def test_a_turn_begins_in_three_statements_its_history_with_its_claim(
+    transactional_db: None, user: User, django_assert_num_queries
+) -> None:
+    session = make_session(user, "My knee hurts after runs", "Let's look at that.")
+    message = message_post(session=session, text="Plan my week", client_id=None)
+
+    # Outside a test's transaction, as in production: the claim with the history, the
+    # emails sent lately, the memories; and the transaction's BEGIN and COMMIT.
+    with django_assert_num_queries(5) as captured:
+        turn_begin(user_id=user.pk, message_id=message.pk, now=timezone.now())
+
+    assert [query["sql"].split()[0] for query in captured.captured_queries] == [
+        "BEGIN",
+        "WITH",
+        "SELECT",
+        "SELECT",
+        "COMMIT",
+    ]
