@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from coach.conversation import HISTORY_MAX_MESSAGES, Conversation, conversation_for_turn
 from coach.models import TITLE_MAX_CHARS, UNANSWERED, ChatSession, Message
-from coach.statements import message_add, message_claim, message_sent_lately, reply_add_if_held, session_locked
+from coach.statements import message_add_unless_sent, message_claim, reply_add_if_held, session_locked
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -42,6 +42,14 @@ class MessageRejected(Exception):
 
 class TooManyTurns(Exception):
     """A message refused while the person's other messages are still being answered."""
+
+
+class _SentAlready(Exception):
+    """Ends the transaction that added a message already sent, undoing the addition."""
+
+    def __init__(self, message: Message) -> None:
+        super().__init__(message.pk)
+        self.message = message
 
 
 class TurnLost(Exception):
@@ -103,11 +111,22 @@ def message_post_as(
     turns_at_most: int | None = None,
     now: datetime | None = None,
 ) -> Message:
-    """message_post, by the person with `user_id`, to their conversation `session_id`: ChatSession.DoesNotExist if it is
-    not the person's, and TooManyTurns when `turns_at_most` of their messages are already
-    waiting for, or getting, a reply."""
+    """message_post, by the person with `user_id`, to their conversation `session_id`:
+    ChatSession.DoesNotExist if it is not theirs, and TooManyTurns when `turns_at_most` of
+    their messages are already waiting for, or getting, a reply."""
     now = now or timezone.now()
     text = _check_text(text)
+    try:
+        return _message_added(
+            user_id=user_id, session_id=session_id, text=text, client_id=client_id, now=now, turns_at_most=turns_at_most
+        )
+    except _SentAlready as already:
+        return already.message
+
+
+def _message_added(
+    *, user_id: int, session_id: int, text: str, client_id: uuid.UUID | None, now: datetime, turns_at_most: int | None
+) -> Message:
     with transaction.atomic():
         # Serialises this session's submissions, so a double submit cannot slip through;
         # its owner and the person's running turns come with it.
@@ -116,15 +135,6 @@ def message_post_as(
             raise ChatSession.DoesNotExist(f"no conversation {session_id} of person {user_id}")
         if turns_at_most is not None and session.running_turns >= turns_at_most:
             raise TooManyTurns(session.running_turns)
-        # One row answers both checks: the submission with this client id if there is one,
-        # else the person's last message, if it came within the last minute. A statement of
-        # its own, after the lock: one that waited on it sees what the other one saved.
-        window_start = now - timedelta(seconds=DUPLICATE_WINDOW_SECONDS)
-        found = message_sent_lately(session_id=session.pk, client_id=client_id, since=window_start)
-        if found is not None and client_id is not None and found.client_id == client_id:
-            return found
-        if found is not None and found.content == text and found.status in UNANSWERED:
-            return found
         message = Message(
             session=session,
             role=Message.Role.USER,
@@ -139,9 +149,21 @@ def message_post_as(
             session.ended_at, session.summarised_at, session.summary_claimed_at = None, None, None
         if not session.title:
             session.title = _title_from(text)
-        # The message and the conversation's new state in one statement.
+        # The message and the conversation's new state, in one statement that also reads
+        # what the checks below need: the submission with this client id if there is one,
+        # else the person's last message, if it came within the last minute. A statement
+        # after the lock: one that waited on it sees what the other one saved.
         changed = ["last_message_at", "ended_at", "summarised_at", "summary_claimed_at", "title", "updated_at"]
-        message_add(message=message, session=session, session_fields=changed)
+        window_start = now - timedelta(seconds=DUPLICATE_WINDOW_SECONDS)
+        added, found = message_add_unless_sent(
+            message=message, session=session, session_fields=changed, since=window_start
+        )
+        if not added:
+            # The same submission again: it was not added.
+            return found
+        if found is not None and found.content == text and found.status in UNANSWERED:
+            # The same words again while the first are unanswered (two tabs): taken back.
+            raise _SentAlready(found)
     return message
 
 

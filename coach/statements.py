@@ -4,7 +4,6 @@ coach/selectors.py say what each one means; this says how."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -49,18 +48,6 @@ def _session_read(sql: str, *, user_id: int, session_id: int) -> ChatSession | N
     found = from_row(ChatSession, row[:-1])
     found.running_turns = row[-1]
     return found
-
-
-def message_sent_lately(*, session_id: int, client_id: uuid.UUID | None, since: datetime) -> Message | None:
-    """The submission with this client id if there is one, else the person's newest
-    message written after `since`, if any."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _sql().message_sent_lately,
-            {"session_id": session_id, "role": Message.Role.USER, "since": since, "client_id": client_id},
-        )
-        row = cursor.fetchone()
-    return None if row is None else from_row(Message, row)
 
 
 def message_to_follow(*, user_id: int, session_id: int, message_id: int) -> Message | None:
@@ -141,31 +128,61 @@ def reply_add_if_held(*, message: Message, reply: Message, now: datetime) -> Mes
     return reply
 
 
-def message_add(*, message: Message, session: ChatSession, session_fields: Sequence[str]) -> Message:
-    """Insert the person's `message` and save `session_fields` of its conversation in one
-    statement; the message comes back saved, with its id."""
+def message_add_unless_sent(
+    *, message: Message, session: ChatSession, session_fields: Sequence[str], since: datetime
+) -> tuple[bool, Message | None]:
+    """Insert the person's `message` and save `session_fields` of its conversation, unless
+    a submission with the message's client id is there already, in one statement that
+    also reads what may have been sent already: that submission if there is one, else the
+    person's newest message written after `since`, if any.
+
+    (whether it was inserted, what was found): an inserted message comes back saved, with
+    its id. Whether a message found by its text is the same one, only the caller can tell
+    (the text is encrypted): it undoes the insert by ending its transaction."""
     assignments, session_values = update_assignments(session, session_fields, "session")
-    table = ChatSession._meta.db_table
+    parameters = {
+        "session_id": session.pk,
+        "role": Message.Role.USER,
+        "since": since,
+        "client_id": message.client_id,
+        **session_values,
+        **insert_parameters(message),
+    }
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            WITH touched AS (UPDATE {table} SET {assignments} WHERE id = %(session_id)s)
-            INSERT INTO {Message._meta.db_table} ({insert_columns(Message)})
-            VALUES ({insert_placeholders(Message)})
+        cursor.execute(_message_add_unless_sent_sql(assignments), parameters)
+        pk, *found = cursor.fetchone()
+    if pk is not None:
+        saved_as(message, pk)
+    return pk is not None, None if found[0] is None else from_row(Message, found)
+
+
+@cache
+def _message_add_unless_sent_sql(assignments: str) -> str:
+    message, session = Message._meta.db_table, ChatSession._meta.db_table
+    return f"""
+        WITH found AS (
+            SELECT {column_list(Message, "m")} FROM {message} m
+            WHERE m.session_id = %(session_id)s
+              AND ((m.role = %(role)s AND m.created_at > %(since)s) OR m.client_id = %(client_id)s::uuid)
+            ORDER BY CASE WHEN m.client_id = %(client_id)s::uuid THEN 0 ELSE 1 END, m.created_at DESC, m.id DESC
+            LIMIT 1
+        ), added AS (
+            INSERT INTO {message} ({insert_columns(Message)})
+            SELECT {insert_placeholders(Message)}
+            WHERE NOT EXISTS (SELECT 1 FROM found WHERE found.client_id = %(client_id)s::uuid)
             RETURNING id
-            """,  # noqa: S608 (names from the models, values as parameters)
-            {"session_id": session.pk, **session_values, **insert_parameters(message)},
+        ), touched AS (
+            UPDATE {session} SET {assignments} WHERE id = %(session_id)s AND EXISTS (SELECT 1 FROM added)
         )
-        (pk,) = cursor.fetchone()
-    saved_as(message, pk)
-    return message
+        SELECT (SELECT id FROM added), {column_list(Message, "found")}
+        FROM (SELECT 1) AS one LEFT JOIN found ON true
+    """  # noqa: S608 (names from the models, values as parameters)
 
 
 @dataclass(frozen=True)
 class _Statements:
     session_with_running_turns: str
     session_locked: str
-    message_sent_lately: str
     message_to_follow: str
     messages_newest_before: str
     message_claim: str
@@ -194,13 +211,6 @@ def _sql() -> _Statements:
         # The count is of the statement's snapshot, taken before any wait for the lock: as
         # fresh as the limit it serves needs (it was read before the transaction once).
         session_locked=f"{session_with_running_turns} FOR UPDATE OF s",
-        message_sent_lately=f"""
-            SELECT {column_list(Message, "m")} FROM {message} m
-            WHERE m.session_id = %(session_id)s
-              AND ((m.role = %(role)s AND m.created_at > %(since)s) OR m.client_id = %(client_id)s::uuid)
-            ORDER BY CASE WHEN m.client_id = %(client_id)s::uuid THEN 0 ELSE 1 END, m.created_at DESC, m.id DESC
-            LIMIT 1
-        """,  # noqa: S608 (names from the models, values as parameters)
         message_to_follow=f"""
             SELECT m.id, m.session_id, m.status FROM {message} m JOIN {session} s ON s.id = m.session_id
             WHERE m.id = %s AND m.session_id = %s AND m.role = %s AND s.user_id = %s

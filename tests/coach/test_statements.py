@@ -149,9 +149,9 @@ def test_a_message_and_its_conversations_new_state_are_one_statement(user: User,
     ChatSession.objects.filter(pk=session.pk).update(ended_at=timezone.now(), summarised_at=timezone.now())
     now = timezone.now() + timedelta(minutes=1)
 
-    # The savepoint, the lock, the duplicate lookup, the message with the conversation's
-    # new state, the release.
-    with django_assert_num_queries(5):
+    # The savepoint, the lock, the message with the conversation's new state (and the
+    # lookup of what may have been sent already), the release.
+    with django_assert_num_queries(4):
         message = message_post(session=session, text="Back again: my knee is better", client_id=None, now=now)
 
     assert _held(message) == _stored(message)
@@ -276,3 +276,27 @@ def test_a_turn_begins_in_three_statements_its_history_with_its_claim(
         "SELECT",
         "COMMIT",
     ]
+
+
+@pytest.mark.parametrize("same_client_id", [True, False])
+def test_a_message_sent_again_is_not_added_and_leaves_its_conversation_as_it_was(
+    user: User, same_client_id: bool
+) -> None:
+    # Again from the same page (its client id), or the same words from another tab while
+    # the first are unanswered: the first comes back, and the conversation's times stay.
+    session = session_start(user=user)
+    first_id = uuid.uuid4()
+    sent_at = timezone.now()
+    first = message_post(session=session, text="Plan my week", client_id=first_id, now=sent_at)
+
+    again = message_post(
+        session=session,
+        text="Plan my week",
+        client_id=first_id if same_client_id else uuid.uuid4(),
+        now=sent_at + timedelta(seconds=5),
+    )
+
+    assert again.pk == first.pk
+    assert session.messages.count() == 1
+    session.refresh_from_db()
+    assert session.last_message_at == sent_at
