@@ -28,6 +28,7 @@ from memory.context import MemoryContext, assemble_memory_context, memory_in_use
 
 if TYPE_CHECKING:
     from accounts.models import User
+    from memory.models import Memory
 
 # More than the history budget ever holds: what is older is dropped without being read.
 HISTORY_MAX_MESSAGES = 40
@@ -48,11 +49,14 @@ def session_remembers(*, session: ChatSession, user: User) -> bool:
     return session.remembered and memory_in_use(user=user)
 
 
-def system_prompt(*, user: User, now: datetime, remembers: bool) -> tuple[str, MemoryContext]:
-    """`remembers`: whether this turn uses memory (session_remembers)."""
+def system_prompt(
+    *, user: User, now: datetime, remembers: bool, memories: Sequence[Memory] | None = None
+) -> tuple[str, MemoryContext]:
+    """`remembers`: whether this turn uses memory (session_remembers); `memories`: the
+    person's, where the caller read them already (as memories_for_prompt reads them)."""
     today = f"Today: {now.date().isoformat()} ({now:%A})"
     if remembers:
-        memory = assemble_memory_context(user=user, now=now, sent_emails=sent_emails_for(user))
+        memory = assemble_memory_context(user=user, now=now, sent_emails=sent_emails_for(user), memories=memories)
         block = memory.text
     else:
         # Not even the emails sent: they are the communication tier of the same memory.
@@ -61,13 +65,18 @@ def system_prompt(*, user: User, now: datetime, remembers: bool) -> tuple[str, M
 
 
 def conversation_for_turn(
-    *, user: User, message: Message, now: datetime, earlier: Sequence[Message] | None = None
+    *,
+    user: User,
+    message: Message,
+    now: datetime,
+    earlier: Sequence[Message] | None = None,
+    memories: Sequence[Memory] | None = None,
 ) -> Conversation:
-    """The messages for the model, for a turn that answers `message`. `earlier`: the
-    conversation's newest HISTORY_MAX_MESSAGES before it, oldest first, where the caller
-    read them already."""
+    """The messages for the model, for a turn that answers `message`. Where the caller read
+    them already: `earlier`, the conversation's newest HISTORY_MAX_MESSAGES before it,
+    oldest first; `memories`, the person's (system_prompt)."""
     remembers = session_remembers(session=message.session, user=user)
-    system, memory = system_prompt(user=user, now=now, remembers=remembers)
+    system, memory = system_prompt(user=user, now=now, remembers=remembers, memories=memories)
     if earlier is None:
         earlier = messages_before(message=message, limit=HISTORY_MAX_MESSAGES)
     earlier = [m for m in earlier if _belongs_in_history(m)]

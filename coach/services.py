@@ -171,8 +171,8 @@ def turn_claim(*, message_id: int, user_id: int, now: datetime | None = None) ->
     """Take the right to answer the person's message: the message, read with its
     conversation and its person. Only one turn may run per message: a second start for it
     (a reload, another tab, another process) gets None, as does anyone else's message."""
-    claimed = message_claim(message_id=message_id, user_id=user_id, now=now or timezone.now())
-    return None if claimed is None else claimed[0]
+    claim = message_claim(message_id=message_id, user_id=user_id, now=now or timezone.now())
+    return None if claim is None else claim.message
 
 
 def turn_begin(*, user_id: int, message_id: int, now: datetime) -> tuple[User, Message, Conversation] | None:
@@ -182,13 +182,17 @@ def turn_begin(*, user_id: int, message_id: int, now: datetime) -> tuple[User, M
     with transaction.atomic():
         # The claim first, and with it what the turn needs of the message: a turn that
         # loses it (another tab's, another process's) has cost one statement.
-        # The conversation's last messages come with it, in the same statement.
-        claimed = message_claim(message_id=message_id, user_id=user_id, now=now, history=HISTORY_MAX_MESSAGES)
-        if claimed is None:
+        # The conversation's last messages and the person's memories come with it, in the
+        # same statement.
+        claim = message_claim(
+            message_id=message_id, user_id=user_id, now=now, history=HISTORY_MAX_MESSAGES, memories=True
+        )
+        if claim is None:
             return None
-        message, newest_first = claimed
-        user = message.session.user
-        conversation = conversation_for_turn(user=user, message=message, now=now, earlier=newest_first[::-1])
+        message, user = claim.message, claim.message.session.user
+        conversation = conversation_for_turn(
+            user=user, message=message, now=now, earlier=claim.history[::-1], memories=claim.memories
+        )
     return user, message, conversation
 
 

@@ -20,9 +20,12 @@ from infra.sql_rows import (
     insert_columns,
     insert_parameters,
     insert_placeholders,
+    null_columns,
     saved_as,
     update_assignments,
 )
+from memory.models import Memory
+from memory.statements import WITHOUT_EMBEDDING, memories_of_sql, memory_from_row
 
 
 def session_with_running_turns(*, user_id: int, session_id: int) -> ChatSession | None:
@@ -66,16 +69,29 @@ def messages_newest_before(*, session_id: int, message_id: int, limit: int) -> l
         return [from_row(Message, row) for row in cursor.fetchall()]
 
 
+@dataclass(frozen=True)
+class Claim:
+    """A claimed message (with `message.session.user`) and what its turn reads with it."""
+
+    message: Message
+    # The conversation's newest messages before it, newest first.
+    history: list[Message]
+    # The person's memories, newest change first (as memories_of reads them), when asked
+    # for and the turn uses memory (the conversation is remembered and memory is on);
+    # otherwise None: not read.
+    memories: list[Memory] | None
+
+
 def message_claim(
-    *, message_id: int, user_id: int, now: datetime, history: int = 0
-) -> tuple[Message, list[Message]] | None:
+    *, message_id: int, user_id: int, now: datetime, history: int = 0, memories: bool = False
+) -> Claim | None:
     """Mark the person's waiting message as being answered and read it back with its
-    conversation and its person (`message.session.user`), and with the conversation's
-    newest `history` messages before it, newest first; None if no such message waits.
+    conversation and its person, with the conversation's newest `history` messages
+    before it, and (`memories`) with the person's memories; None if no such message waits.
 
     Every condition is on the message's own columns, the owner through a subquery, not a
     join: PostgreSQL then tests the status again on the row a concurrent claim left, so of
-    two claims at once only one matches. A claim that matches nothing reads no history."""
+    two claims at once only one matches. A claim that matches nothing reads nothing else."""
     with connection.cursor() as cursor:
         cursor.execute(
             _sql().message_claim,
@@ -87,21 +103,52 @@ def message_claim(
                 "role": Message.Role.USER,
                 "pending": Message.Status.PENDING,
                 "history": history,
+                "memories": memories,
             },
         )
         rows = cursor.fetchall()
     if not rows:
         return None
-    # The claim's row first, then the history's, each padded with the other's columns.
-    claimed, *earlier = [row[2:] for row in rows]
-    message_end = column_count(Message)
-    session_end = message_end + column_count(ChatSession)
-    message = from_row(Message, claimed[:message_end])
-    session = from_row(ChatSession, claimed[message_end:session_end])
-    session.user = from_row(get_user_model(), claimed[session_end : session_end + column_count(get_user_model())])
-    message.session = session
-    before = [from_row(Message, row[-message_end:]) for row in earlier]
-    return message, before
+    # Each part's rows hold its own columns in their place, NULL in the others'.
+    parts = _claim_parts()
+    claimed, *_ = rows
+    message = from_row(Message, claimed[parts.message])
+    message.session = from_row(ChatSession, claimed[parts.session])
+    message.session.user = from_row(get_user_model(), claimed[parts.user])
+    uses_memory = memories and message.session.remembered and message.session.user.memory_enabled
+    return Claim(
+        message=message,
+        history=[from_row(Message, row[parts.earlier]) for row in rows if row[0] == _EARLIER],
+        memories=[memory_from_row(row[parts.memory]) for row in rows if row[0] == _MEMORY] if uses_memory else None,
+    )
+
+
+_CLAIMED, _EARLIER, _MEMORY = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class _ClaimParts:
+    """Where each part's columns sit in a row of the claim."""
+
+    message: slice
+    session: slice
+    user: slice
+    earlier: slice
+    memory: slice
+
+
+@cache
+def _claim_parts() -> _ClaimParts:
+    widths = [
+        column_count(Message),
+        column_count(ChatSession),
+        column_count(get_user_model()),
+        column_count(Message),
+        column_count(Memory, without=WITHOUT_EMBEDDING),
+    ]
+    # After the part and its order.
+    starts = [2 + sum(widths[:index]) for index in range(len(widths))]
+    return _ClaimParts(*(slice(start, start + width) for start, width in zip(starts, widths, strict=True)))
 
 
 def reply_add_if_held(*, message: Message, reply: Message, now: datetime) -> Message | None:
@@ -189,11 +236,6 @@ class _Statements:
     reply_add_if_held: str
 
 
-def _nulls(count: int) -> str:
-    """`count` NULL columns: a row's place for columns another part of a UNION fills."""
-    return ", ".join(["NULL"] * count)
-
-
 @cache
 def _sql() -> _Statements:
     """The statements' text, built once from the models' tables and columns."""
@@ -206,6 +248,13 @@ def _sql() -> _Statements:
         )
         FROM {session} s WHERE s.id = %(session_id)s AND s.user_id = %(user_id)s
     """  # noqa: S608 (names from the models, values as parameters)
+    no_message, no_memory = null_columns(Message), null_columns(Memory, without=WITHOUT_EMBEDDING)
+    no_claim = f"{no_message}, {null_columns(ChatSession)}, {null_columns(people)}"
+    # The claimed message's person, if asked for their memories and the turn uses memory.
+    remembering = f"""(
+        SELECT u.id FROM claimed JOIN {session} s ON s.id = claimed.session_id JOIN {user} u ON u.id = s.user_id
+        WHERE %(memories)s AND s.remembered AND u.memory_enabled
+    )"""  # noqa: S608 (names from the models, values as parameters)
     return _Statements(
         session_with_running_turns=session_with_running_turns,
         # The count is of the statement's snapshot, taken before any wait for the lock: as
@@ -228,16 +277,22 @@ def _sql() -> _Statements:
             ), earlier AS (
                 SELECT h.* FROM {message} h JOIN claimed ON h.session_id = claimed.session_id
                 WHERE h.id < claimed.id ORDER BY h.id DESC LIMIT %(history)s
+            ), kept AS (
+                {memories_of_sql(remembering)}
             )
-            SELECT 0 AS part, 0 AS newest, {column_list(Message, "claimed")}, {column_list(ChatSession, "s")},
-                   {column_list(people, "u")}, {_nulls(column_count(Message))}
+            SELECT {_CLAIMED} AS part, 0 AS newest, {column_list(Message, "claimed")}, {column_list(ChatSession, "s")},
+                   {column_list(people, "u")}, {no_message}, {no_memory}
             FROM claimed
             JOIN {session} s ON s.id = claimed.session_id
             JOIN {user} u ON u.id = s.user_id
             UNION ALL
-            SELECT 1, -earlier.id, {_nulls(column_count(Message) + column_count(ChatSession) + column_count(people))},
-                   {column_list(Message, "earlier")}
+            SELECT {_EARLIER}, -earlier.id, {no_claim}, {column_list(Message, "earlier")},
+                   {no_memory}
             FROM earlier
+            UNION ALL
+            SELECT {_MEMORY}, kept.newest, {no_claim}, {no_message},
+                   {column_list(Memory, "kept", without=WITHOUT_EMBEDDING)}
+            FROM kept
             ORDER BY part, newest
         """,  # noqa: S608 (names from the models, values as parameters)
         reply_add_if_held=f"""

@@ -29,6 +29,13 @@ def column_list(model: type[Model], alias: str, *, without: tuple[str, ...] = ()
     return ", ".join(f"{alias}.{quote(field.column)}" for field in _fields(model, without))
 
 
+def null_columns(model: type[Model], *, without: tuple[str, ...] = ()) -> str:
+    """A NULL of each column's type for the columns `column_list` names: the place one part
+    of a UNION leaves for another part's columns (an untyped NULL would be taken for text)."""
+    connection = connections[DEFAULT_DB_ALIAS]
+    return ", ".join(f"NULL::{_cast_type(field, connection)}" for field in _fields(model, without))
+
+
 def column_count(model: type[Model], *, without: tuple[str, ...] = ()) -> int:
     return len(_fields(model, without))
 

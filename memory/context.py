@@ -152,16 +152,19 @@ def assemble_memory_context(
     now: datetime,
     sent_emails: Sequence[SentEmail] = (),
     budget_tokens: int | None = None,
+    memories: Sequence[Memory] | None = None,
 ) -> MemoryContext:
     """The memory block of one request's system prompt, and what form each memory took.
 
     `sent_emails` is the communication tier, newest first, from the caller: the emails
     app sits above memory, so memory is told what was sent rather than asking. A person
-    with memory off gets the empty block (memory_unused_context)."""
+    with memory off gets the empty block (memory_unused_context). `memories`: the person's,
+    as memories_for_prompt reads them, where the caller read them already."""
     budget = settings.MEMORY_CONTEXT_BUDGET_TOKENS if budget_tokens is None else budget_tokens
     if not memory_in_use(user=user):
         return memory_unused_context(budget_tokens=budget)
-    memories = memories_for_prompt(user=user)
+    if memories is None:
+        memories = memories_for_prompt(user=user)
     learned = sum(1 for m in memories if m.source != Source.ONBOARDING)
     stage = relationship_stage(learned)
     nonce = _nonce_not_in(memories)

@@ -5,6 +5,7 @@ that person has memory off, in the same statement."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -49,7 +50,23 @@ def memories_of(*, user_id: int) -> list[Memory]:
     """Every memory of the person, without its embedding, newest change first."""
     with connection.cursor() as cursor:
         cursor.execute(_sql().memories_of, [user_id])
-        return [from_row(Memory, row, without=WITHOUT_EMBEDDING) for row in cursor.fetchall()]
+        return [memory_from_row(row[1:]) for row in cursor.fetchall()]
+
+
+def memories_of_sql(user_id: str) -> str:
+    """memories_of's read, for a statement that reads the memories with other things
+    (a turn's claim, coach/statements.py): the person is whoever `user_id` (SQL) names,
+    and `newest` (1 for the newest change) gives the order, which a UNION does not keep."""
+    return f"""
+        SELECT row_number() OVER (ORDER BY m.updated_at DESC, m.id DESC) AS newest,
+               {column_list(Memory, "m", without=WITHOUT_EMBEDDING)}
+        FROM {Memory._meta.db_table} m WHERE m.user_id = {user_id}
+    """  # noqa: S608 (names from the model and the caller's SQL, no values)
+
+
+def memory_from_row(row: Sequence[Any]) -> Memory:
+    """A memory from the columns memories_of_sql names after `newest`."""
+    return from_row(Memory, row, without=WITHOUT_EMBEDDING)
 
 
 def memory_keyed(*, user_id: int, digest: str, in_use_only: bool) -> Memory | None:
@@ -125,10 +142,7 @@ def _sql() -> _Statements:
     return _Statements(
         memory_enabled_locked=f"SELECT memory_enabled FROM {user} WHERE id = %s FOR UPDATE",  # noqa: S608
         facts_of=f"SELECT id, source, category, tier, updated_at FROM {memory} WHERE user_id = %s",  # noqa: S608
-        memories_of=f"""
-            SELECT {column_list(Memory, "m", without=WITHOUT_EMBEDDING)} FROM {memory} m
-            WHERE m.user_id = %s ORDER BY m.updated_at DESC, m.id DESC
-        """,  # noqa: S608 (names from the model, the person as a parameter)
+        memories_of=f"SELECT * FROM ({memories_of_sql('%s')}) kept ORDER BY newest",  # noqa: S608
         memory_keyed={only: keyed.format(in_use=clause) for only, clause in in_use.items()},
         memory_keyed_locked=f"""
             SELECT {column_list(Memory, "m")} FROM {memory} m

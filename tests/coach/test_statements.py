@@ -25,7 +25,9 @@ from coach.services import (
     turn_claim,
 )
 from coach.statements import message_claim
+from memory.selectors import memories_for_prompt
 from tests.coach.factories import make_session
+from tests.memory.factories import make_memory
 
 pytestmark = pytest.mark.django_db
 
@@ -243,39 +245,70 @@ def test_the_claim_brings_the_same_history_as_reading_it_after(user: User, other
     message_post(session=session, text="Later", client_id=None, now=timezone.now() + timedelta(minutes=2))
     expected = [_stored(m) for m in messages_before(message=message, limit=5)][::-1]
 
-    claimed, newest_first = message_claim(message_id=message.pk, user_id=user.pk, now=timezone.now(), history=5)
+    claim = message_claim(message_id=message.pk, user_id=user.pk, now=timezone.now(), history=5)
 
-    assert claimed.pk == message.pk and claimed.session.user.pk == user.pk
-    assert [_held(m) for m in newest_first] == expected
-    assert [m.content for m in newest_first] == [f"Line {number}" for number in range(7, 2, -1)]
+    assert claim.message.pk == message.pk and claim.message.session.user.pk == user.pk
+    assert [_held(m) for m in claim.history] == expected
+    assert [m.content for m in claim.history] == [f"Line {number}" for number in range(7, 2, -1)]
+    assert claim.memories is None
 
 
 def test_a_claim_of_the_first_message_has_no_history_and_a_lost_claim_reads_none(user: User) -> None:
     message = message_post(session=session_start(user=user), text="Hello", client_id=None)
 
-    claimed = message_claim(message_id=message.pk, user_id=user.pk, now=timezone.now(), history=40)
-    assert claimed is not None and claimed[1] == []
+    claim = message_claim(message_id=message.pk, user_id=user.pk, now=timezone.now(), history=40, memories=True)
+    assert claim is not None and claim.history == [] and claim.memories == []
     assert message_claim(message_id=message.pk, user_id=user.pk, now=timezone.now(), history=40) is None
 
 
-def test_a_turn_begins_in_three_statements_its_history_with_its_claim(
+def test_the_claim_brings_the_persons_memories_as_the_prompt_reads_them(user: User, other_user: User) -> None:
+    now = timezone.now()
+    # Two changed at the same moment: the tie-break decides their order.
+    for n, minutes_ago in enumerate([50, 10, 40, 10, 30]):
+        make_memory(user, f"note-{n}", summary=f"Note {n}", updated_at=now - timedelta(minutes=minutes_ago))
+    make_memory(other_user, "not-theirs", summary="Someone else's note")
+    message = message_post(session=session_start(user=user), text="Plan my week", client_id=None)
+    expected = [_stored(memory) for memory in memories_for_prompt(user=user)]
+
+    claim = message_claim(message_id=message.pk, user_id=user.pk, now=timezone.now(), history=40, memories=True)
+
+    assert all(memory.get_deferred_fields() == {"embedding"} for memory in claim.memories)
+    read = [{**_held(memory), "embedding": None} for memory in claim.memories]
+    assert len(read) == 5 and read == [{**memory, "embedding": None} for memory in expected]
+    # Newest change first; of two changed together, the later made.
+    assert [memory.key for memory in claim.memories] == ["note-3", "note-1", "note-4", "note-2", "note-0"]
+
+
+@pytest.mark.parametrize("off", ["memory", "conversation"])
+def test_the_claim_reads_no_memories_for_a_turn_that_does_not_use_them(user: User, off: str) -> None:
+    make_memory(user, "knee", summary="Sore left knee", category="injury", source="user")
+    session = session_start(user=user)
+    if off == "memory":
+        User.objects.filter(pk=user.pk).update(memory_enabled=False)
+    else:
+        ChatSession.objects.filter(pk=session.pk).update(remembered=False)
+    message = message_post(session=session, text="Plan my week", client_id=None)
+
+    claim = message_claim(message_id=message.pk, user_id=user.pk, now=timezone.now(), history=40, memories=True)
+
+    assert claim is not None and claim.memories is None
+
+
+def test_a_turn_begins_in_two_statements_its_history_and_memories_with_its_claim(
     transactional_db: None, user: User, django_assert_num_queries
 ) -> None:
     session = make_session(user, "My knee hurts after runs", "Let's look at that.")
     message = message_post(session=session, text="Plan my week", client_id=None)
 
-    # Outside a test's transaction, as in production: the claim with the history, the
-    # emails sent lately, the memories; and the transaction's BEGIN and COMMIT.
-    with django_assert_num_queries(5) as captured:
-        turn_begin(user_id=user.pk, message_id=message.pk, now=timezone.now())
+    make_memory(user, "knee", summary="Sore left knee", category="injury", source="user")
 
-    assert [query["sql"].split()[0] for query in captured.captured_queries] == [
-        "BEGIN",
-        "WITH",
-        "SELECT",
-        "SELECT",
-        "COMMIT",
-    ]
+    # Outside a test's transaction, as in production: the claim with the history and the
+    # memories, then the emails sent lately; and the transaction's BEGIN and COMMIT.
+    with django_assert_num_queries(4) as captured:
+        begun = turn_begin(user_id=user.pk, message_id=message.pk, now=timezone.now())
+
+    assert [query["sql"].split()[0] for query in captured.captured_queries] == ["BEGIN", "WITH", "SELECT", "COMMIT"]
+    assert "Sore left knee" in begun[2].messages[0]["content"]
 
 
 @pytest.mark.parametrize("same_client_id", [True, False])
