@@ -11,6 +11,10 @@ from coach import statements
 from coach.models import UNANSWERED, ChatSession, Message
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from django.contrib.sessions.backends.base import SessionBase
+
     from accounts.models import User
 
 
@@ -56,6 +60,26 @@ def message_to_follow(*, user: User, session_pk: int, message_pk: int) -> Messag
     """The person's own message in that conversation, as a reader of its reply needs it
     (id, conversation, status; no text to decrypt): None if it is not theirs."""
     return statements.message_to_follow(user_id=user.pk, session_id=session_pk, message_id=message_pk)
+
+
+def message_to_follow_with_login(
+    session_store: SessionBase, *, session_pk: int, message_pk: int
+) -> Sequence[object] | None:
+    """Load the request's login session (`session_store`) in the statement that reads the
+    message its reader follows: what message_to_follow_in takes, or None where the store
+    cannot (its engine reads no more than the login, or it was loaded already); then
+    message_to_follow reads the message."""
+    load_with = getattr(session_store, "load_with", None)
+    if load_with is None:
+        return None
+    columns, joins = statements.message_to_follow_sql()
+    parameters = {"session_id": session_pk, "message_id": message_pk, "role": Message.Role.USER}
+    return load_with(columns=columns, joins=joins, parameters=parameters)
+
+
+def message_to_follow_in(values: Sequence[object], *, user: User) -> Message | None:
+    """message_to_follow, from what message_to_follow_with_login read for `user`."""
+    return statements.message_to_follow_from(values, user_id=user.pk)
 
 
 def running_turns_of(*, user: User) -> int:

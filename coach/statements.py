@@ -53,6 +53,29 @@ def _session_read(sql: str, *, user_id: int, session_id: int) -> ChatSession | N
     return found
 
 
+@cache
+def message_to_follow_sql() -> tuple[str, str]:
+    """For a read of a login session `s` (accounts/sessions.py) that also reads the message
+    a reader follows: (the columns, the joins). The columns are the session's owner as the
+    session row names them, then message_to_follow's columns, NULL if the owner has no
+    such message in that conversation; the parameters: session_id, message_id, role."""
+    message, session = Message._meta.db_table, ChatSession._meta.db_table
+    columns = ", s.user_id, m.id, m.session_id, m.status"
+    joins = f"""
+        LEFT JOIN ({message} m JOIN {session} c ON c.id = m.session_id)
+          ON m.id = %(message_id)s AND m.session_id = %(session_id)s AND m.role = %(role)s AND c.user_id = s.user_id
+    """
+    return columns, joins
+
+
+def message_to_follow_from(values: Sequence[object], *, user_id: int) -> Message | None:
+    """The message in message_to_follow_sql's columns, if the person `user_id` owns it."""
+    owner_id, *message = values
+    if owner_id != user_id or message[0] is None:
+        return None
+    return Message.from_db(connection.alias, ["id", "session_id", "status"], message)
+
+
 def message_to_follow(*, user_id: int, session_id: int, message_id: int) -> Message | None:
     """The person's own message in that conversation, with only what a reader of its reply
     needs (id, conversation, status: no text to decrypt); None if there is no such message."""

@@ -32,7 +32,7 @@ from redis import RedisError
 from coach import streams
 from coach.models import Message
 from coach.rendering import render_reply
-from coach.selectors import message_to_follow, sessions_for_user
+from coach.selectors import message_to_follow, message_to_follow_in, message_to_follow_with_login, sessions_for_user
 from coach.turn import FAILED_RETRYABLE, turn_start_unless_started
 from infra.dbsteps import db_step, release_connection, release_request_connection
 
@@ -217,12 +217,16 @@ def _memory_links(cue: dict[str, Any]) -> dict[str, str]:
 
 
 def _reader_and_message(request: HttpRequest, session_pk: int, message_pk: int) -> tuple[User | None, Message | None]:
-    """The person signed in (None for a visitor) and their message (None if not theirs)."""
+    """The person signed in (None for a visitor) and their message (None if not theirs),
+    the message read in the statement that loads the login."""
     try:
+        read = message_to_follow_with_login(request.session, session_pk=session_pk, message_pk=message_pk)
         user = request.user
         if not user.is_authenticated:
             return None, None
-        return user, message_to_follow(user=user, session_pk=session_pk, message_pk=message_pk)
+        if read is None:
+            return user, message_to_follow(user=user, session_pk=session_pk, message_pk=message_pk)
+        return user, message_to_follow_in(read, user=user)
     finally:
         release_connection()
 

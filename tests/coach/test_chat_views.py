@@ -235,6 +235,27 @@ def test_a_sent_message_costs_three_queries_in_one_transaction(
     assert [(m.content, m.status) for m in session.messages.order_by("pk")][-1] == ("Plan my week", "pending")
 
 
+def test_a_reader_is_signed_in_with_their_message_in_one_query(
+    transactional_db: None, client_of: Client, user: User
+) -> None:
+    session = make_session(user, "hi", "hello")
+    message = session.messages.filter(role="user").first()
+
+    with CaptureQueriesContext(connection) as captured:
+        response = client_of.get(f"/chat/{session.pk}/messages/{message.pk}/reply")
+
+    assert response.status_code == 200 and response["Content-Type"] == "text/event-stream"
+    assert len(captured.captured_queries) == 1
+
+
+def test_a_reader_is_not_handed_a_message_of_theirs_from_another_conversation(client_of: Client, user: User) -> None:
+    first, second = make_session(user, "hi", "hello"), make_session(user, "again", "hello again")
+    message = first.messages.filter(role="user").first()
+
+    assert client_of.get(f"/chat/{second.pk}/messages/{message.pk}/reply").status_code == 404
+    assert client_of.get(f"/chat/{first.pk}/messages/{message.pk}/reply").status_code == 200
+
+
 @pytest.mark.parametrize(
     ("method", "path"),
     [
