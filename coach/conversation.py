@@ -24,7 +24,13 @@ from coach.models import ChatSession, Message
 from coach.selectors import messages_before
 from infra.prompts import prompt
 from infra.tokens import estimate_tokens
-from memory.context import MemoryContext, assemble_memory_context, memory_in_use, memory_unused_context
+from memory.context import (
+    MemoryContext,
+    SentEmail,
+    assemble_memory_context,
+    memory_in_use,
+    memory_unused_context,
+)
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -50,13 +56,21 @@ def session_remembers(*, session: ChatSession, user: User) -> bool:
 
 
 def system_prompt(
-    *, user: User, now: datetime, remembers: bool, memories: Sequence[Memory] | None = None
+    *,
+    user: User,
+    now: datetime,
+    remembers: bool,
+    memories: Sequence[Memory] | None = None,
+    sent_emails: Sequence[SentEmail] | None = None,
 ) -> tuple[str, MemoryContext]:
-    """`remembers`: whether this turn uses memory (session_remembers); `memories`: the
-    person's, where the caller read them already (as memories_for_prompt reads them)."""
+    """`remembers`: whether this turn uses memory (session_remembers). Where the caller
+    read them already: `memories`, the person's (as memories_for_prompt reads them);
+    `sent_emails`, the emails lately sent to them (as sent_emails_for reads them)."""
     today = f"Today: {now.date().isoformat()} ({now:%A})"
     if remembers:
-        memory = assemble_memory_context(user=user, now=now, sent_emails=sent_emails_for(user), memories=memories)
+        if sent_emails is None:
+            sent_emails = sent_emails_for(user)
+        memory = assemble_memory_context(user=user, now=now, sent_emails=sent_emails, memories=memories)
         block = memory.text
     else:
         # Not even the emails sent: they are the communication tier of the same memory.
@@ -71,12 +85,13 @@ def conversation_for_turn(
     now: datetime,
     earlier: Sequence[Message] | None = None,
     memories: Sequence[Memory] | None = None,
+    sent_emails: Sequence[SentEmail] | None = None,
 ) -> Conversation:
     """The messages for the model, for a turn that answers `message`. Where the caller read
     them already: `earlier`, the conversation's newest HISTORY_MAX_MESSAGES before it,
-    oldest first; `memories`, the person's (system_prompt)."""
+    oldest first; `memories` and `sent_emails` (system_prompt)."""
     remembers = session_remembers(session=message.session, user=user)
-    system, memory = system_prompt(user=user, now=now, remembers=remembers, memories=memories)
+    system, memory = system_prompt(user=user, now=now, remembers=remembers, memories=memories, sent_emails=sent_emails)
     if earlier is None:
         earlier = messages_before(message=message, limit=HISTORY_MAX_MESSAGES)
     earlier = [m for m in earlier if _belongs_in_history(m)]

@@ -182,8 +182,8 @@ def turn_begin(*, user_id: int, message_id: int, now: datetime) -> tuple[User, M
     with transaction.atomic():
         # The claim first, and with it what the turn needs of the message: a turn that
         # loses it (another tab's, another process's) has cost one statement.
-        # The conversation's last messages and the person's memories come with it, in the
-        # same statement.
+        # The conversation's last messages, the person's memories and the emails lately sent
+        # to them come with it, in the same statement.
         claim = message_claim(
             message_id=message_id, user_id=user_id, now=now, history=HISTORY_MAX_MESSAGES, memories=True
         )
@@ -191,7 +191,12 @@ def turn_begin(*, user_id: int, message_id: int, now: datetime) -> tuple[User, M
             return None
         message, user = claim.message, claim.message.session.user
         conversation = conversation_for_turn(
-            user=user, message=message, now=now, earlier=claim.history[::-1], memories=claim.memories
+            user=user,
+            message=message,
+            now=now,
+            earlier=claim.history[::-1],
+            memories=claim.memories,
+            sent_emails=claim.sent_emails,
         )
     return user, message, conversation
 

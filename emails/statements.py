@@ -1,34 +1,64 @@
 """The one read of the emails app on the chat's hot path, written as SQL (infra/sql_rows.py
-says why): the emails a prompt quotes. emails/selectors.py says what it means."""
+says why): the emails a prompt quotes. emails/selectors.py says what it means; a turn's
+claim reads it within its own statement (coach/communication.py, coach/statements.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
+from typing import Any
 
 from django.db import connection
 
 from emails.models import Email
-from infra.sql_rows import column_list, from_row
+from infra.sql_rows import column_count, column_list, from_row, null_columns
 
 # What a prompt quotes of an email: its kind, subject, first line and date. The rest (the
 # HTML, the embedding, the sending's bookkeeping) is neither read nor decrypted.
 QUOTED = ("id", "kind", "subject", "body_text", "sent_at", "created_at")
 NOT_QUOTED = tuple(field.name for field in Email._meta.concrete_fields if field.name not in QUOTED)
+# The values sent_lately_sql names.
+SENT_LATELY_PARAMETERS = {"email_sent": Email.Status.SENT}
 
 
 def emails_sent_lately(*, user_id: int, limit: int) -> list[Email]:
     """The person's last `limit` sent emails, newest first, with only what is quoted."""
     with connection.cursor() as cursor:
-        cursor.execute(_emails_sent_lately_sql(), [user_id, Email.Status.SENT, limit])
-        return [from_row(Email, row, without=NOT_QUOTED) for row in cursor.fetchall()]
+        cursor.execute(_emails_sent_lately_sql(), {**SENT_LATELY_PARAMETERS, "user_id": user_id, "emails_limit": limit})
+        return [email_from_row(row[1:]) for row in cursor.fetchall()]
+
+
+def sent_lately_sql(user_id: str) -> str:
+    """emails_sent_lately's read for the person whose id `user_id` (SQL) gives, at most
+    %(emails_limit)s of them: `newest` (1 for the last sent), then the quoted columns."""
+    # The order of emails_sent_to_user, tie-breaks included.
+    return f"""
+        SELECT row_number() OVER (ORDER BY e.sent_at DESC, e.created_at DESC, e.id DESC) AS newest,
+               {column_list(Email, "e", without=NOT_QUOTED)}
+        FROM {Email._meta.db_table} e WHERE e.user_id = {user_id} AND e.status = %(email_sent)s
+        ORDER BY newest LIMIT %(emails_limit)s
+    """  # noqa: S608 (names from the model and the caller's SQL, values as parameters)
+
+
+def quoted_columns(alias: str) -> str:
+    """The quoted columns, in sent_lately_sql's order, as read from `alias`."""
+    return column_list(Email, alias, without=NOT_QUOTED)
+
+
+def quoted_nulls() -> str:
+    """A NULL of each quoted column's type, in sent_lately_sql's order."""
+    return null_columns(Email, without=NOT_QUOTED)
+
+
+def quoted_width() -> int:
+    return column_count(Email, without=NOT_QUOTED)
+
+
+def email_from_row(row: Sequence[Any]) -> Email:
+    """An email from the quoted columns, the rest deferred."""
+    return from_row(Email, row, without=NOT_QUOTED)
 
 
 @cache
 def _emails_sent_lately_sql() -> str:
-    # The order of emails_sent_to_user, tie-breaks included.
-    return f"""
-        SELECT {column_list(Email, "e", without=NOT_QUOTED)} FROM {Email._meta.db_table} e
-        WHERE e.user_id = %s AND e.status = %s
-        ORDER BY e.sent_at DESC, e.created_at DESC, e.id DESC
-        LIMIT %s
-    """  # noqa: S608 (names from the models, values as parameters)
+    return sent_lately_sql("%(user_id)s")

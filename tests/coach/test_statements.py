@@ -11,6 +11,7 @@ from django.db import connection
 from django.utils import timezone
 
 from accounts.models import User
+from coach.communication import sent_emails_for
 from coach.models import ChatSession, Message
 from coach.selectors import message_to_follow, messages_before, running_turns_of, session_to_write_in
 from coach.services import (
@@ -27,6 +28,7 @@ from coach.services import (
 from coach.statements import message_claim
 from memory.selectors import memories_for_prompt
 from tests.coach.factories import make_session
+from tests.emails.factories import make_email
 from tests.memory.factories import make_memory
 
 pytestmark = pytest.mark.django_db
@@ -279,6 +281,29 @@ def test_the_claim_brings_the_persons_memories_as_the_prompt_reads_them(user: Us
     assert [memory.key for memory in claim.memories] == ["note-3", "note-1", "note-4", "note-2", "note-0"]
 
 
+def test_the_claim_brings_the_emails_lately_sent_as_the_prompt_reads_them(user: User, other_user: User) -> None:
+    now = timezone.now()
+    # More than the prompt quotes, two sent at the same moment, one not sent, one not theirs.
+    for n, days_ago in enumerate([9, 3, 3, 1, 5, 7]):
+        body = f"Hi Ada,\n\nEmail {n} says hello."
+        make_email(
+            user,
+            period_key=f"e{n}",
+            status="sent",
+            subject=f"Email {n}",
+            body=body,
+            sent_at=now - timedelta(days=days_ago),
+        )
+    make_email(user, period_key="queued", subject="Not sent yet", body="Hi Ada,\n\nNot yet.")
+    make_email(other_user, period_key="theirs", status="sent", subject="Not theirs", body="Hi,\n\nNo.", sent_at=now)
+    message = message_post(session=session_start(user=user), text="Plan my week", client_id=None)
+
+    claim = message_claim(message_id=message.pk, user_id=user.pk, now=timezone.now(), history=40, memories=True)
+
+    assert claim.sent_emails == list(sent_emails_for(user))
+    assert [email.subject for email in claim.sent_emails] == ["Email 3", "Email 2", "Email 1", "Email 4", "Email 5"]
+
+
 @pytest.mark.parametrize("off", ["memory", "conversation"])
 def test_the_claim_reads_no_memories_for_a_turn_that_does_not_use_them(user: User, off: str) -> None:
     make_memory(user, "knee", summary="Sore left knee", category="injury", source="user")
@@ -291,24 +316,27 @@ def test_the_claim_reads_no_memories_for_a_turn_that_does_not_use_them(user: Use
 
     claim = message_claim(message_id=message.pk, user_id=user.pk, now=timezone.now(), history=40, memories=True)
 
-    assert claim is not None and claim.memories is None
+    assert claim is not None and claim.memories is None and claim.sent_emails is None
 
 
-def test_a_turn_begins_in_two_statements_its_history_and_memories_with_its_claim(
+def test_a_turn_begins_in_one_statement_its_claim(
     transactional_db: None, user: User, django_assert_num_queries
 ) -> None:
     session = make_session(user, "My knee hurts after runs", "Let's look at that.")
     message = message_post(session=session, text="Plan my week", client_id=None)
-
     make_memory(user, "knee", summary="Sore left knee", category="injury", source="user")
+    make_email(
+        user, period_key="w1", status="sent", subject="Easy week", body="Hi,\n\nRest that knee.", sent_at=timezone.now()
+    )
 
-    # Outside a test's transaction, as in production: the claim with the history and the
-    # memories, then the emails sent lately; and the transaction's BEGIN and COMMIT.
-    with django_assert_num_queries(4) as captured:
+    # Outside a test's transaction, as in production: the claim, with the history, the
+    # memories and the emails lately sent; and the transaction's BEGIN and COMMIT.
+    with django_assert_num_queries(3) as captured:
         begun = turn_begin(user_id=user.pk, message_id=message.pk, now=timezone.now())
 
-    assert [query["sql"].split()[0] for query in captured.captured_queries] == ["BEGIN", "WITH", "SELECT", "COMMIT"]
-    assert "Sore left knee" in begun[2].messages[0]["content"]
+    assert [query["sql"].split()[0] for query in captured.captured_queries] == ["BEGIN", "WITH", "COMMIT"]
+    system = begun[2].messages[0]["content"]
+    assert "Sore left knee" in system and "Rest that knee." in system
 
 
 @pytest.mark.parametrize("same_client_id", [True, False])
