@@ -21,7 +21,6 @@ from django.conf import settings
 
 from coach.communication import sent_emails_for
 from coach.models import ChatSession, Message
-from coach.selectors import messages_before
 from infra.prompts import prompt
 from infra.tokens import estimate_tokens
 from memory.context import (
@@ -83,17 +82,15 @@ def conversation_for_turn(
     user: User,
     message: Message,
     now: datetime,
-    earlier: Sequence[Message] | None = None,
+    earlier: Sequence[Message],
     memories: Sequence[Memory] | None = None,
     sent_emails: Sequence[SentEmail] | None = None,
 ) -> Conversation:
-    """The messages for the model, for a turn that answers `message`. Where the caller read
-    them already: `earlier`, the conversation's newest HISTORY_MAX_MESSAGES before it,
-    oldest first; `memories` and `sent_emails` (system_prompt)."""
+    """The messages for the model, for a turn that answers `message`: `earlier`, the
+    conversation's newest HISTORY_MAX_MESSAGES before it, oldest first; where the caller
+    read them already, `memories` and `sent_emails` (system_prompt)."""
     remembers = session_remembers(session=message.session, user=user)
     system, memory = system_prompt(user=user, now=now, remembers=remembers, memories=memories, sent_emails=sent_emails)
-    if earlier is None:
-        earlier = messages_before(message=message, limit=HISTORY_MAX_MESSAGES)
     earlier = [m for m in earlier if _belongs_in_history(m)]
     kept: list[dict[str, Any]] = []
     budget = settings.COACH_HISTORY_BUDGET_TOKENS - estimate_tokens(message.content)

@@ -30,16 +30,6 @@ def session_messages(*, session: ChatSession) -> list[Message]:
     return list(Message.objects.filter(session=session).order_by("created_at", "pk"))
 
 
-def messages_before(*, message: Message, limit: int) -> list[Message]:
-    """The newest `limit` messages of the session before `message`, oldest first.
-
-    Bounded so a turn's cost does not grow with the session: a budget of a few thousand
-    tokens never needs more than the newest few dozen messages anyway.
-    """
-    newest = statements.messages_newest_before(session_id=message.session_id, message_id=message.pk, limit=limit)
-    return list(reversed(newest))
-
-
 def summarised_sessions_between(*, user: User, start: datetime, end: datetime) -> list[ChatSession]:
     """The person's summarised sessions whose last message fell in [start, end), oldest first."""
     return list(
@@ -77,8 +67,12 @@ def message_to_follow_with_login(
     return load_with(columns=columns, joins=joins, parameters=parameters)
 
 
-def message_to_follow_in(values: Sequence[object], *, user: User) -> Message | None:
-    """message_to_follow, from what message_to_follow_with_login read for `user`."""
+def message_to_follow_in(values: Sequence[object], *, user: User, session_pk: int, message_pk: int) -> Message | None:
+    """message_to_follow, from what message_to_follow_with_login read for `user`; read on
+    its own for a login session with no owner recorded (its person is signed in all the
+    same, read by the authentication backend)."""
+    if values[0] is None:
+        return message_to_follow(user=user, session_pk=session_pk, message_pk=message_pk)
     return statements.message_to_follow_from(values, user_id=user.pk)
 
 

@@ -158,6 +158,8 @@ def _message_added(
         added, found = message_add_unless_sent(
             message=message, session=session, session_fields=changed, since=window_start
         )
+        if found is not None:
+            found.session = session
         if not added:
             # The same submission again: it was not added.
             return found

@@ -55,6 +55,10 @@ def _session_read(sql: str, *, user_id: int, session_id: int) -> ChatSession | N
     return found
 
 
+# What a reader of a reply needs of its message: no text to decrypt.
+FOLLOWED = ["id", "session_id", "status"]
+
+
 @cache
 def message_to_follow_sql() -> tuple[str, str]:
     """For a read of a login session `s` (accounts/sessions.py) that also reads the message
@@ -75,7 +79,7 @@ def message_to_follow_from(values: Sequence[object], *, user_id: int) -> Message
     owner_id, *message = values
     if owner_id != user_id or message[0] is None:
         return None
-    return Message.from_db(connection.alias, ["id", "session_id", "status"], message)
+    return Message.from_db(connection.alias, FOLLOWED, message)
 
 
 def message_to_follow(*, user_id: int, session_id: int, message_id: int) -> Message | None:
@@ -84,14 +88,7 @@ def message_to_follow(*, user_id: int, session_id: int, message_id: int) -> Mess
     with connection.cursor() as cursor:
         cursor.execute(_sql().message_to_follow, [message_id, session_id, Message.Role.USER, user_id])
         row = cursor.fetchone()
-    return None if row is None else Message.from_db(connection.alias, ["id", "session_id", "status"], row)
-
-
-def messages_newest_before(*, session_id: int, message_id: int, limit: int) -> list[Message]:
-    """The conversation's newest `limit` messages before `message_id`, newest first."""
-    with connection.cursor() as cursor:
-        cursor.execute(_sql().messages_newest_before, [session_id, message_id, limit])
-        return [from_row(Message, row) for row in cursor.fetchall()]
+    return None if row is None else Message.from_db(connection.alias, FOLLOWED, row)
 
 
 @dataclass(frozen=True)
@@ -311,7 +308,6 @@ class _Statements:
     session_with_running_turns: str
     session_locked: str
     message_to_follow: str
-    messages_newest_before: str
     reply_add_if_held: str
 
 
@@ -334,10 +330,6 @@ def _sql() -> _Statements:
         message_to_follow=f"""
             SELECT m.id, m.session_id, m.status FROM {message} m JOIN {session} s ON s.id = m.session_id
             WHERE m.id = %s AND m.session_id = %s AND m.role = %s AND s.user_id = %s
-        """,  # noqa: S608 (names from the models, values as parameters)
-        messages_newest_before=f"""
-            SELECT {column_list(Message, "m")} FROM {message} m
-            WHERE m.session_id = %s AND m.id < %s ORDER BY m.id DESC LIMIT %s
         """,  # noqa: S608 (names from the models, values as parameters)
         reply_add_if_held=f"""
             WITH held AS (

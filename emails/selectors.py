@@ -61,7 +61,8 @@ def emails_sent_to_user(*, user: User) -> QuerySet[Email]:
 
 
 def emails_recently_sent(*, user: User, limit: int = LAST_EMAILS) -> list[Email]:
-    """The person's last sent emails, newest first: the communication tier of every prompt."""
+    """The person's last sent emails, newest first, whole: what a draft is compared with
+    (emails/drafting.py). A prompt quotes the same emails, read as emails_sent_lately."""
     return list(emails_sent_to_user(user=user)[:limit])
 
 

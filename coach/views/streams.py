@@ -226,7 +226,7 @@ def _reader_and_message(request: HttpRequest, session_pk: int, message_pk: int) 
             return None, None
         if read is None:
             return user, message_to_follow(user=user, session_pk=session_pk, message_pk=message_pk)
-        return user, message_to_follow_in(read, user=user)
+        return user, message_to_follow_in(read, user=user, session_pk=session_pk, message_pk=message_pk)
     finally:
         release_connection()
 

@@ -9,7 +9,7 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from accounts.models import User
+from accounts.models import LoginSession, User
 from coach.models import ChatSession, Message
 from coach.tasks import summarise_ended_sessions
 from tests.coach.factories import make_session
@@ -246,6 +246,14 @@ def test_a_reader_is_signed_in_with_their_message_in_one_query(
 
     assert response.status_code == 200 and response["Content-Type"] == "text/event-stream"
     assert len(captured.captured_queries) == 1
+
+
+def test_a_reader_whose_login_has_no_owner_recorded_still_follows_their_message(client_of: Client, user: User) -> None:
+    session = make_session(user, "hi", "hello")
+    message = session.messages.filter(role="user").first()
+    LoginSession.objects.filter(user=user).update(user=None)
+
+    assert client_of.get(f"/chat/{session.pk}/messages/{message.pk}/reply").status_code == 200
 
 
 def test_a_reader_is_not_handed_a_message_of_theirs_from_another_conversation(client_of: Client, user: User) -> None:

@@ -4,6 +4,7 @@ what the ORM would, and keep their promises when the turn no longer holds its me
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
@@ -13,7 +14,7 @@ from django.utils import timezone
 from accounts.models import User
 from coach.communication import sent_emails_for
 from coach.models import ChatSession, Message
-from coach.selectors import message_to_follow, messages_before, running_turns_of, session_to_write_in
+from coach.selectors import message_to_follow, running_turns_of, session_to_write_in
 from coach.services import (
     ReplyTokens,
     TooManyTurns,
@@ -226,18 +227,7 @@ def test_a_reader_finds_only_their_own_message_and_reads_no_text(user: User, oth
     assert message_to_follow(user=user, session_pk=session.pk, message_pk=reply.pk) is None
 
 
-def test_the_history_is_the_newest_messages_before_this_one_oldest_first(user: User) -> None:
-    session = make_session(user, *[f"Line {number}" for number in range(8)])
-    message = message_post(session=session, text="Now", client_id=None)
-    message_post(session=session, text="Later", client_id=None, now=timezone.now() + timedelta(minutes=2))
-
-    history = messages_before(message=message, limit=5)
-
-    assert [m.content for m in history] == [f"Line {number}" for number in range(3, 8)]
-    assert [_held(m) for m in history] == [_stored(m) for m in history]
-
-
-def test_the_claim_brings_the_same_history_as_reading_it_after(user: User, other_user: User) -> None:
+def test_the_claim_brings_the_newest_messages_before_it_as_the_orm_reads_them(user: User, other_user: User) -> None:
     session = make_session(user, *[f"Line {number}" for number in range(8)])
     # A failed reply and a part-reply are history the turn leaves out, but read all the same.
     line_5 = session.messages.order_by("pk")[5]
@@ -245,7 +235,7 @@ def test_the_claim_brings_the_same_history_as_reading_it_after(user: User, other
     make_session(other_user, "Not theirs", "Nor this")
     message = message_post(session=session, text="Now", client_id=None)
     message_post(session=session, text="Later", client_id=None, now=timezone.now() + timedelta(minutes=2))
-    expected = [_stored(m) for m in messages_before(message=message, limit=5)][::-1]
+    expected = [_stored(m) for m in Message.objects.filter(session=session, pk__lt=message.pk).order_by("-pk")[:5]]
 
     claim = message_claim(message_id=message.pk, user_id=user.pk, now=timezone.now(), history=5)
 
@@ -304,19 +294,40 @@ def test_the_claim_brings_the_emails_lately_sent_as_the_prompt_reads_them(user: 
     assert [email.subject for email in claim.sent_emails] == ["Email 3", "Email 2", "Email 1", "Email 4", "Email 5"]
 
 
-@pytest.mark.parametrize("off", ["memory", "conversation"])
-def test_the_claim_reads_no_memories_for_a_turn_that_does_not_use_them(user: User, off: str) -> None:
+def rows_read(claim: Callable[[], object]) -> tuple[object, list[int]]:
+    """What `claim` returns, and how many rows each of its statements read."""
+    counts = []
+
+    def counted(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        counts.append(context["cursor"].rowcount)
+        return result
+
+    with connection.execute_wrapper(counted):
+        return claim(), counts
+
+
+@pytest.mark.parametrize("off", ["nothing", "memory", "conversation"])
+def test_the_claim_reads_no_memories_or_emails_for_a_turn_that_does_not_use_them(user: User, off: str) -> None:
     make_memory(user, "knee", summary="Sore left knee", category="injury", source="user")
+    make_email(user, period_key="w1", status="sent", subject="Easy week", body="Hi,\n\nRest.", sent_at=timezone.now())
     session = session_start(user=user)
     if off == "memory":
         User.objects.filter(pk=user.pk).update(memory_enabled=False)
-    else:
+    elif off == "conversation":
         ChatSession.objects.filter(pk=session.pk).update(remembered=False)
     message = message_post(session=session, text="Plan my week", client_id=None)
 
-    claim = message_claim(message_id=message.pk, user_id=user.pk, now=timezone.now(), history=40, memories=True)
+    claim, counts = rows_read(
+        lambda: message_claim(message_id=message.pk, user_id=user.pk, now=timezone.now(), history=40, memories=True)
+    )
 
-    assert claim is not None and claim.memories is None and claim.sent_emails is None
+    if off == "nothing":
+        # The claimed message, the memory and the email.
+        assert counts == [3] and len(claim.memories) == len(claim.sent_emails) == 1
+    else:
+        # The claimed message alone: not even read.
+        assert counts == [1] and claim.memories is None and claim.sent_emails is None
 
 
 def test_a_turn_begins_in_one_statement_its_claim(
@@ -341,7 +352,7 @@ def test_a_turn_begins_in_one_statement_its_claim(
 
 @pytest.mark.parametrize("same_client_id", [True, False])
 def test_a_message_sent_again_is_not_added_and_leaves_its_conversation_as_it_was(
-    user: User, same_client_id: bool
+    user: User, same_client_id: bool, django_assert_num_queries
 ) -> None:
     # Again from the same page (its client id), or the same words from another tab while
     # the first are unanswered: the first comes back, and the conversation's times stay.
@@ -358,6 +369,8 @@ def test_a_message_sent_again_is_not_added_and_leaves_its_conversation_as_it_was
     )
 
     assert again.pk == first.pk
+    with django_assert_num_queries(0):
+        assert again.session.pk == session.pk
     assert session.messages.count() == 1
     session.refresh_from_db()
     assert session.last_message_at == sent_at
