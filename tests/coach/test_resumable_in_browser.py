@@ -110,7 +110,9 @@ def test_a_memory_saved_mid_reply_is_a_quiet_cue_and_undo_takes_it_back(
 ) -> None:
     log_in(page, live_app, user)
     model_server.queue_tool_calls([("save_memory", TALK_SAVE)])
-    model_server.queue_text("Good luck with the talk.")
+    # Still writing while the new conversation's page loads, as a real model would be: the
+    # page follows a reply being written (its cues with it), and shows a finished one whole.
+    model_server.queue_text("Good luck with the talk.", chunk_delay_seconds=0.3)
 
     send(page, "I'm giving a talk in June")
 
