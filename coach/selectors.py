@@ -67,13 +67,15 @@ def message_to_follow_with_login(
     return load_with(columns=columns, joins=joins, parameters=parameters)
 
 
-def message_to_follow_in(values: Sequence[object], *, user: User, session_pk: int, message_pk: int) -> Message | None:
-    """message_to_follow, from what message_to_follow_with_login read for `user`; read on
-    its own for a login session with no owner recorded (its person is signed in all the
-    same, read by the authentication backend)."""
-    if values[0] is None:
+def message_to_follow_in(
+    read: Sequence[object] | None, *, user: User, session_pk: int, message_pk: int
+) -> Message | None:
+    """message_to_follow, from what message_to_follow_with_login `read` for `user`. Read on
+    its own where that read nothing, or read a login session with no owner recorded (its
+    person is signed in all the same, read by the authentication backend)."""
+    if read is None or read[0] is None:
         return message_to_follow(user=user, session_pk=session_pk, message_pk=message_pk)
-    return statements.message_to_follow_from(values, user_id=user.pk)
+    return statements.message_to_follow_from(read, user_id=user.pk)
 
 
 def running_turns_of(*, user: User) -> int:

@@ -182,10 +182,9 @@ def turn_begin(*, user_id: int, message_id: int, now: datetime) -> tuple[User, M
     a claim whose conversation could not be assembled is not left standing. None when the
     message is not theirs, not waiting, or another turn has it."""
     with transaction.atomic():
-        # The claim first, and with it what the turn needs of the message: a turn that
-        # loses it (another tab's, another process's) has cost one statement.
-        # The conversation's last messages, the person's memories and the emails lately sent
-        # to them come with it, in the same statement.
+        # The claim, and in the same statement all the turn reads: the message, the
+        # conversation's last messages, the person's memories and the emails lately sent to
+        # them. A turn that loses the claim (another tab's, another process's) reads nothing.
         claim = message_claim(
             message_id=message_id, user_id=user_id, now=now, history=HISTORY_MAX_MESSAGES, memories=True
         )

@@ -32,7 +32,7 @@ from redis import RedisError
 from coach import streams
 from coach.models import Message
 from coach.rendering import render_reply
-from coach.selectors import message_to_follow, message_to_follow_in, message_to_follow_with_login, sessions_for_user
+from coach.selectors import message_to_follow_in, message_to_follow_with_login, sessions_for_user
 from coach.turn import FAILED_RETRYABLE, turn_start_unless_started
 from infra.dbsteps import db_step, release_connection, release_request_connection
 
@@ -224,8 +224,6 @@ def _reader_and_message(request: HttpRequest, session_pk: int, message_pk: int) 
         user = request.user
         if not user.is_authenticated:
             return None, None
-        if read is None:
-            return user, message_to_follow(user=user, session_pk=session_pk, message_pk=message_pk)
         return user, message_to_follow_in(read, user=user, session_pk=session_pk, message_pk=message_pk)
     finally:
         release_connection()

@@ -30,19 +30,10 @@ from coach.statements import message_claim
 from memory.selectors import memories_for_prompt
 from tests.coach.factories import make_session
 from tests.emails.factories import make_email
+from tests.infra.rows import field_values, stored_values
 from tests.memory.factories import make_memory
 
 pytestmark = pytest.mark.django_db
-
-
-def _stored(instance: object) -> dict:
-    """What the ORM reads back for the same row, field by field."""
-    fresh = type(instance).objects.get(pk=instance.pk)
-    return {field.attname: getattr(fresh, field.attname) for field in type(instance)._meta.concrete_fields}
-
-
-def _held(instance: object) -> dict:
-    return {field.attname: getattr(instance, field.attname) for field in type(instance)._meta.concrete_fields}
 
 
 def test_the_claim_reads_the_message_its_conversation_and_its_person_as_the_orm_does(user: User) -> None:
@@ -59,10 +50,10 @@ def test_the_claim_reads_the_message_its_conversation_and_its_person_as_the_orm_
     assert claimed.content == "Plan my week, gently: ¿qué tal? 🏃"
     assert claimed.status == Message.Status.ANSWERING
     assert claimed.claimed_at == now
-    assert _held(claimed) == _stored(claimed)
-    assert _held(claimed.session) == _stored(claimed.session)
+    assert field_values(claimed) == stored_values(claimed)
+    assert field_values(claimed.session) == stored_values(claimed.session)
     assert (claimed.session.title, claimed.session.summary) == ("My knee hurts after runs", "We talked about knees")
-    assert _held(claimed.session.user) == _stored(user)
+    assert field_values(claimed.session.user) == stored_values(user)
     assert claimed.session.user.time_zone == "Europe/Lisbon"
     assert not claimed._state.adding and claimed._state.db == "default"
 
@@ -96,7 +87,7 @@ def test_a_saved_reply_is_stored_as_the_orm_stores_it_and_answers_its_message(us
         message=claimed, text="Three **short** runs.", tokens=ReplyTokens(120, 30, estimated=True), now=later
     )
 
-    assert _held(reply) == _stored(reply)
+    assert field_values(reply) == stored_values(reply)
     assert (reply.role, reply.status, reply.reply_to_id) == ("assistant", "complete", message.pk)
     assert (reply.content, reply.created_at) == ("Three **short** runs.", later)
     assert (reply.prompt_tokens, reply.completion_tokens, reply.tokens_estimated) == (120, 30, True)
@@ -123,14 +114,14 @@ def test_a_reply_to_a_message_no_longer_held_changes_nothing(user: User) -> None
     # The sweeper failed the turn meanwhile.
     Message.objects.filter(pk=message.pk).update(status=Message.Status.FAILED)
     session.refresh_from_db()
-    before = _held(session)
+    before = field_values(session)
 
     with pytest.raises(TurnLost):
         reply_save(message=claimed, text="Too late", now=timezone.now() + timedelta(minutes=5))
 
     assert not Message.objects.filter(reply_to=message).exists()
     assert Message.objects.get(pk=message.pk).status == Message.Status.FAILED
-    assert _stored(session) == before
+    assert stored_values(session) == before
 
 
 def test_a_turn_begins_with_its_message_conversation_and_person(user: User) -> None:
@@ -159,7 +150,7 @@ def test_a_message_and_its_conversations_new_state_are_one_statement(user: User,
     with django_assert_num_queries(4):
         message = message_post(session=session, text="Back again: my knee is better", client_id=None, now=now)
 
-    assert _held(message) == _stored(message)
+    assert field_values(message) == stored_values(message)
     assert (message.content, message.status, message.created_at) == ("Back again: my knee is better", "pending", now)
     session.refresh_from_db()
     assert session.title == "Back again: my knee is better"
@@ -177,7 +168,7 @@ def test_the_conversation_written_in_is_read_with_the_persons_running_turns(user
 
     found = session_to_write_in(user=user, pk=first.pk)
 
-    assert found is not None and _held(found) == _stored(found)
+    assert found is not None and field_values(found) == stored_values(found)
     assert found.running_turns == running_turns_of(user=user) == 2
     assert session_to_write_in(user=other_user, pk=first.pk) is None
 
@@ -235,12 +226,12 @@ def test_the_claim_brings_the_newest_messages_before_it_as_the_orm_reads_them(us
     make_session(other_user, "Not theirs", "Nor this")
     message = message_post(session=session, text="Now", client_id=None)
     message_post(session=session, text="Later", client_id=None, now=timezone.now() + timedelta(minutes=2))
-    expected = [_stored(m) for m in Message.objects.filter(session=session, pk__lt=message.pk).order_by("-pk")[:5]]
+    expected = [field_values(m) for m in Message.objects.filter(session=session, pk__lt=message.pk).order_by("-pk")[:5]]
 
     claim = message_claim(message_id=message.pk, user_id=user.pk, now=timezone.now(), history=5)
 
     assert claim.message.pk == message.pk and claim.message.session.user.pk == user.pk
-    assert [_held(m) for m in claim.history] == expected
+    assert [field_values(m) for m in claim.history] == expected
     assert [m.content for m in claim.history] == [f"Line {number}" for number in range(7, 2, -1)]
     assert claim.memories is None
 
@@ -260,12 +251,12 @@ def test_the_claim_brings_the_persons_memories_as_the_prompt_reads_them(user: Us
         make_memory(user, f"note-{n}", summary=f"Note {n}", updated_at=now - timedelta(minutes=minutes_ago))
     make_memory(other_user, "not-theirs", summary="Someone else's note")
     message = message_post(session=session_start(user=user), text="Plan my week", client_id=None)
-    expected = [_stored(memory) for memory in memories_for_prompt(user=user)]
+    expected = [stored_values(memory) for memory in memories_for_prompt(user=user)]
 
     claim = message_claim(message_id=message.pk, user_id=user.pk, now=timezone.now(), history=40, memories=True)
 
     assert all(memory.get_deferred_fields() == {"embedding"} for memory in claim.memories)
-    read = [{**_held(memory), "embedding": None} for memory in claim.memories]
+    read = [{**field_values(memory), "embedding": None} for memory in claim.memories]
     assert len(read) == 5 and read == [{**memory, "embedding": None} for memory in expected]
     # Newest change first; of two changed together, the later made.
     assert [memory.key for memory in claim.memories] == ["note-3", "note-1", "note-4", "note-2", "note-0"]

@@ -20,12 +20,9 @@ from infra.sql_rows import (
     insert_parameters,
     insert_placeholders,
 )
+from tests.infra.rows import field_values
 
 pytestmark = pytest.mark.django_db
-
-
-def _fields(instance: object) -> dict:
-    return {field.attname: getattr(instance, field.attname) for field in type(instance)._meta.concrete_fields}
 
 
 def test_a_row_read_by_hand_is_the_instance_the_orm_reads(user: User) -> None:
@@ -44,10 +41,10 @@ def test_a_row_read_by_hand_is_the_instance_the_orm_reads(user: User) -> None:
 
     assert len(row) == column_count(Message) + column_count(ChatSession)
     read = from_row(Message, row[: column_count(Message)])
-    assert _fields(read) == _fields(Message.objects.get(pk=message.pk))
+    assert field_values(read) == field_values(Message.objects.get(pk=message.pk))
     assert read.content == "Ça va? 🏃"
     session_read = from_row(ChatSession, row[column_count(Message) :])
-    assert _fields(session_read) == _fields(ChatSession.objects.get(pk=session.pk))
+    assert field_values(session_read) == field_values(ChatSession.objects.get(pk=session.pk))
 
 
 def test_a_row_written_by_hand_is_stored_as_a_save_stores_it(user: User) -> None:
@@ -92,7 +89,7 @@ def test_an_instance_inserted_by_sql_is_saved_and_reads_back_as_written(user: Us
     insert(written)
 
     assert written.pk is not None and not written._state.adding
-    assert _fields(Message.objects.get(pk=written.pk)) == _fields(written)
+    assert field_values(Message.objects.get(pk=written.pk)) == field_values(written)
     with connection.cursor() as cursor:
         cursor.execute("SELECT content FROM coach_message WHERE id = %s", [written.pk])
         assert "Ça va" not in cursor.fetchone()[0]
