@@ -63,23 +63,25 @@ def insert_columns(model: type[Model]) -> str:
 
 
 @cache
-def insert_placeholders(model: type[Model]) -> str:
+def insert_placeholders(model: type[Model], prefix: str = "insert", linked: str | None = None) -> str:
     """Placeholders for `insert_columns`, each cast to its column's type: a value that
     reaches an insert through a SELECT is not typed by the column it lands in. Text is cast
     without its length, so one too long fails on the column, as through the ORM, rather
-    than being cut short by the cast."""
+    than being cut short by the cast. The field `linked` names, if any, takes `linked.id`
+    instead (the row it points at is inserted by the same statement)."""
     connection = connections[DEFAULT_DB_ALIAS]
     return ", ".join(
-        f"%(insert_{index})s::{_cast_type(field, connection)}" for index, field in enumerate(_insert_fields(model))
+        "linked.id" if field.name == linked else f"%({prefix}_{index})s::{_cast_type(field, connection)}"
+        for index, field in enumerate(_insert_fields(model))
     )
 
 
-def insert_parameters(instance: Model) -> dict[str, Any]:
+def insert_parameters(instance: Model, prefix: str = "insert") -> dict[str, Any]:
     """The instance's values for `insert_placeholders`, prepared as a save prepares them
     (encrypted where the field encrypts)."""
     connection = connections[DEFAULT_DB_ALIAS]
     return {
-        f"insert_{index}": field.get_db_prep_save(field.pre_save(instance, add=True), connection)
+        f"{prefix}_{index}": field.get_db_prep_save(field.pre_save(instance, add=True), connection)
         for index, field in enumerate(_insert_fields(type(instance)))
     }
 
@@ -91,6 +93,20 @@ def insert(instance: Model) -> None:
         cursor.execute(_insert_sql(type(instance)), insert_parameters(instance))
         (pk,) = cursor.fetchone()
     saved_as(instance, pk)
+
+
+def insert_linked(instance: Model, child: Model, *, link: str) -> None:
+    """Insert a new instance and a new child of it (`link`: the child's field for the
+    instance's id) in one statement, as two saves would; both get their ids, the child
+    its link."""
+    field = child._meta.get_field(link)
+    parameters = {**insert_parameters(instance), **insert_parameters(child, prefix="child")}
+    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        cursor.execute(_insert_linked_sql(type(instance), type(child), link), parameters)
+        linked_pk, pk = cursor.fetchone()
+    saved_as(instance, linked_pk)
+    setattr(child, field.attname, linked_pk)
+    saved_as(child, pk)
 
 
 def saved_as(instance: Model, pk: int) -> None:
@@ -119,6 +135,21 @@ def update_assignments(instance: Model, field_names: Sequence[str], prefix: str)
 def _insert_sql(model: type[Model]) -> str:
     table = connections[DEFAULT_DB_ALIAS].ops.quote_name(model._meta.db_table)
     return f"INSERT INTO {table} ({insert_columns(model)}) VALUES ({insert_placeholders(model)}) RETURNING id"  # noqa: S608
+
+
+@cache
+def _insert_linked_sql(model: type[Model], child: type[Model], link: str) -> str:
+    quote = connections[DEFAULT_DB_ALIAS].ops.quote_name
+    column = quote(child._meta.get_field(link).column)
+    return f"""
+        WITH linked AS (
+            INSERT INTO {quote(model._meta.db_table)} ({insert_columns(model)})
+            VALUES ({insert_placeholders(model)}) RETURNING id
+        )
+        INSERT INTO {quote(child._meta.db_table)} ({insert_columns(child)})
+        SELECT {insert_placeholders(child, "child", linked=link)} FROM linked
+        RETURNING {column}, id
+    """  # noqa: S608 (names from the models, values as parameters)
 
 
 def _cast_type(field: Field, connection: BaseDatabaseWrapper) -> str:

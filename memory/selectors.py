@@ -75,7 +75,35 @@ def memories_by_similarity(
         exclude_category=exclude_category,
         in_use_only=in_use_only,
     )
+    return _similar(nearest)
+
+
+def _similar(nearest: list[tuple[Memory, float]]) -> list[SimilarMemory]:
     return [SimilarMemory(memory=memory, similarity=round(1.0 - distance, 4)) for memory, distance in nearest]
+
+
+def memory_by_key_and_similar(
+    *,
+    user: User,
+    key: str,
+    vector: list[float],
+    model: str,
+    limit: int,
+    exclude_category: str | None = None,
+    in_use_only: bool = False,
+) -> tuple[Memory | None, list[SimilarMemory]]:
+    """memory_by_key, and memories_by_similarity leaving that memory out: what a save by
+    key compares itself with, in one round trip."""
+    keyed, nearest = statements.memory_keyed_and_nearest(
+        user_id=user.pk,
+        digest=key_digest(user.pk, key),
+        vector=vector,
+        model=model,
+        limit=limit,
+        exclude_category=exclude_category,
+        in_use_only=in_use_only,
+    )
+    return keyed, _similar(nearest)
 
 
 def memories_by_keys(*, user: User, keys: list[str], in_use_only: bool = False) -> list[Memory]:

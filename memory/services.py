@@ -32,15 +32,16 @@ from memory.drafts import (
 )
 from memory.embeddings import embed_memory, memory_text
 from memory.keys import is_neutral, neutral_key
-from memory.models import Memory, MemoryEvent, MemoryProposal, ProspectiveStatus, Source, Tier, key_digest
+from memory.models import Memory, MemoryEvent, MemoryProposal, ProspectiveStatus, Source, Tier
 from memory.policy import Eviction, plan_eviction
-from memory.statements import memory_keyed_locked
 from memory.store import (
     apply_draft,
     apply_eviction_policy,
     erase_for_user,
     give_neutral_key,
     lock_user,
+    lock_user_for_key,
+    memory_event,
     record_event,
     settle_store,
     store_facts,
@@ -93,9 +94,7 @@ def memory_save(
     if embedding is None:
         embedding = embed_memory(summary=draft.summary, content=draft.content)
     with transaction.atomic():
-        lock_user(user, actor=actor)
-        before = store_facts(user)
-        memory = memory_keyed_locked(user_id=user.pk, digest=key_digest(user.pk, draft.key))
+        before, memory = lock_user_for_key(user, draft.key, actor=actor)
         if memory is None:
             if expected_version is not None:
                 raise MemoryNotFound(GONE)
@@ -114,10 +113,10 @@ def memory_save(
         if session_id is not None:
             memory.session_id, memory.message_id = session_id, message_id
         give_neutral_key(memory)
-        write_memory(memory)
-        record_event(
+        event = memory_event(
             memory, actor=actor, action=action, reason=reason, before=snapshot, after=memory.snapshot(), now=now
         )
+        write_memory(memory, event)
         evicted = settle_store(memory, actor=actor, before=before, now=now)
     return WriteOutcome(memory=memory, created=snapshot is None, evicted=evicted)
 

@@ -8,20 +8,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from infra.llm import Embedding
-from infra.sql_rows import insert
+from infra.sql_rows import insert, insert_linked
 from memory.drafts import MemoryDraft, MemoryNoRoom, MemoryOff
 from memory.keys import is_neutral, needs_neutral_key, neutral_key
-from memory.models import Memory, MemoryEvent
+from memory.models import Memory, MemoryEvent, key_digest
 from memory.policy import Eviction, MemoryFacts, coach_write_refusal, plan_eviction
 from memory.selectors import memory_facts_for_user
-from memory.statements import memory_enabled_locked
+from memory.statements import memory_enabled_locked, store_locked
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -34,19 +34,33 @@ def lock_user(user: User, *, actor: str | None = None) -> None:
     so two concurrent saves must not both plan against the same 60 rows. A write by the
     coach is refused (MemoryOff) while the person has memory off, read from the row it
     locks, so no write slips in after they turned it off."""
-    memory_enabled = memory_enabled_locked(user_id=user.pk)
+    _refuse_if_off(memory_enabled_locked(user_id=user.pk), actor=actor)
+
+
+def lock_user_for_key(user: User, key: str, *, actor: str) -> tuple[list[MemoryFacts], Memory | None]:
+    """lock_user, then the store as store_facts reads it and the memory named `key` (whole,
+    and locked too): what a write by key reads, in one round trip."""
+    memory_enabled, facts, keyed = store_locked(user_id=user.pk, digest=key_digest(user.pk, key))
+    _refuse_if_off(memory_enabled, actor=actor)
+    return facts, keyed
+
+
+def _refuse_if_off(memory_enabled: bool, *, actor: str | None) -> None:
     if actor == Actor.COACH and not memory_enabled:
         raise MemoryOff("memory is off: nothing was saved")
 
 
-def write_memory(memory: Memory) -> None:
-    """Write the row of a memory a draft was applied to: a new one inserted by SQL the ORM
-    need not compile (most saves are new memories), a changed one saved."""
+def write_memory(memory: Memory, event: MemoryEvent) -> None:
+    """Write the row of a memory a draft was applied to, and the event recording it: a new
+    one (most saves are) with its event in one statement the ORM need not compile, a
+    changed one saved, then its event added."""
     if memory._state.adding:
         memory.set_key_digest()
-        insert(memory)
+        insert_linked(memory, event, link="memory_id")
     else:
         memory.save()
+        event.memory_id = memory.pk
+        insert(event)
 
 
 def store_facts(user: User) -> list[MemoryFacts]:
@@ -130,7 +144,15 @@ def erase_for_user(memory: Memory, *, action: str, now: datetime) -> None:
     memory.delete()
 
 
-def record_event(
+def record_event(memory: Memory, **fields: Any) -> MemoryEvent:
+    """Write the event `memory_event(memory, **fields)` makes. Every memory write records
+    one: inserted by SQL the ORM need not compile."""
+    event = memory_event(memory, **fields)
+    insert(event)
+    return event
+
+
+def memory_event(
     memory: Memory,
     *,
     actor: str,
@@ -141,7 +163,8 @@ def record_event(
     keep_key: bool = True,
     now: datetime | None = None,
 ) -> MemoryEvent:
-    event = MemoryEvent(
+    """The event recording a change to `memory`, not yet written."""
+    return MemoryEvent(
         user_id=memory.user_id,
         memory_id=memory.pk,
         key=memory.key if keep_key else None,
@@ -152,6 +175,3 @@ def record_event(
         after=after,
         created_at=now or timezone.now(),
     )
-    # Every memory write records one: inserted by SQL the ORM need not compile.
-    insert(event)
-    return event

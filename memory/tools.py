@@ -46,7 +46,7 @@ from memory.models import (
 from memory.overlaps import overlaps_record
 from memory.policy import PROTECTED_CATEGORIES
 from memory.proposals import proposal_make
-from memory.selectors import memories_by_keys, memories_by_similarity, memory_by_key
+from memory.selectors import memories_by_keys, memories_by_similarity, memory_by_key, memory_by_key_and_similar
 from memory.services import memory_delete, memory_save
 from memory.tool_schemas import (
     DEDUP_CANDIDATES,
@@ -202,33 +202,27 @@ def _save_memory(
         now=now,
     )
     _require_feedback_shape(draft)
+    # Embedded first, so that the memory under this key and those like it are one read (a
+    # save that ends as a proposal to the person spends an embedding for nothing: rare).
+    embedding = embed_memory(summary=draft.summary, content=draft.content)
     # Writes check that memory is on as they lock the person's row (memory.store.lock_user).
-    existing = memory_by_key(user=context.user, key=key, in_use_only=True)
+    existing, nearest = memory_by_key_and_similar(
+        user=context.user,
+        key=key,
+        vector=embedding.vector,
+        model=embedding.model,
+        limit=DEDUP_CANDIDATES,
+        # A weekly episode is the record of a week, which touches on every fact told in
+        # it: never the same fact as a note, and never to be merged into.
+        exclude_category=Category.EPISODE,
+        in_use_only=True,
+    )
     if existing is not None and existing.is_protected:
         return _propose(context, existing, MemoryProposal.Kind.UPDATE, draft, reason="the coach saved new text")
-    embedding = embed_memory(summary=draft.summary, content=draft.content)
     safety = draft.category in PROTECTED_CATEGORIES
     # Similarity is a flag, not a verdict: after one, the model may say the facts differ.
     answered = bool(keep_separate) and key in context.flagged_keys
-    similar = (
-        []
-        if answered
-        else [
-            s
-            for s in memories_by_similarity(
-                user=context.user,
-                vector=embedding.vector,
-                model=embedding.model,
-                limit=DEDUP_CANDIDATES,
-                exclude_id=existing.pk if existing else None,
-                # A weekly episode is the record of a week, which touches on every fact told
-                # in it: never the same fact as a note, and never to be merged into.
-                exclude_category=Category.EPISODE,
-                in_use_only=True,
-            )
-            if s.similarity >= settings.MEMORY_DEDUP_THRESHOLD
-        ]
-    )
+    similar = [] if answered else [s for s in nearest if s.similarity >= settings.MEMORY_DEDUP_THRESHOLD]
     if similar and not safety:
         context.duplicate_keys.update(s.memory.key for s in similar)
         context.flagged_keys.add(key)

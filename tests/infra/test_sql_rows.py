@@ -6,7 +6,8 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from django.db import DataError, connection
+from django.db import DataError, connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from accounts.models import User
@@ -17,9 +18,11 @@ from infra.sql_rows import (
     from_row,
     insert,
     insert_columns,
+    insert_linked,
     insert_parameters,
     insert_placeholders,
 )
+from memory.models import Memory, MemoryEvent
 from tests.infra.rows import field_values
 
 pytestmark = pytest.mark.django_db
@@ -93,3 +96,29 @@ def test_an_instance_inserted_by_sql_is_saved_and_reads_back_as_written(user: Us
     with connection.cursor() as cursor:
         cursor.execute("SELECT content FROM coach_message WHERE id = %s", [written.pk])
         assert "Ça va" not in cursor.fetchone()[0]
+
+
+def test_an_instance_and_its_child_inserted_in_one_statement_read_back_as_two_saves_write_them(user: User) -> None:
+    memory = Memory(user=user, key="knee", tier="profile", category="injury", summary="Left knee", content="No jumps")
+    memory.set_key_digest()
+    event = MemoryEvent(user=user, key="knee", actor="coach", action="created", after='{"summary": "Left knee"}')
+
+    with CaptureQueriesContext(connection) as queries:
+        insert_linked(memory, event, link="memory_id")
+
+    assert len(queries) == 1
+    assert memory.pk is not None and event.pk is not None and event.memory_id == memory.pk
+    assert not memory._state.adding and not event._state.adding
+    assert field_values(Memory.objects.get(pk=memory.pk)) == field_values(memory)
+    assert field_values(MemoryEvent.objects.get(pk=event.pk)) == field_values(event)
+
+
+def test_a_child_that_cannot_be_stored_leaves_no_instance_behind(user: User) -> None:
+    memory = Memory(user=user, key="knee", tier="profile", category="injury", summary="Left knee", content="No jumps")
+    memory.set_key_digest()
+    event = MemoryEvent(user=user, key="knee", actor="coach" * 10, action="created")
+
+    with pytest.raises(DataError), transaction.atomic():
+        insert_linked(memory, event, link="memory_id")
+
+    assert not Memory.objects.filter(user=user).exists()

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 from django.core.management import call_command
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from accounts.models import User
@@ -25,7 +25,9 @@ from memory.drafts import (
 from memory.models import Memory, MemoryEvent, MemoryProposal
 from memory.proposals import proposal_confirm, proposal_make, proposal_reject
 from memory.services import memory_delete, memory_edit_by_user, memory_save
+from memory.store import lock_user
 from offline_coach import ModelServer, bag_of_words_embedding
+from tests.coach.races import race
 from tests.conftest import make_user
 from tests.memory.factories import make_memories, make_memory, memory_named
 
@@ -140,6 +142,29 @@ def test_twenty_concurrent_saves_never_leave_the_user_above_the_ceiling(user: Us
     assert errors == []
     assert Memory.objects.filter(user=user).count() == 60
     assert MemoryEvent.objects.filter(user=user, action="evicted").count() == 15
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_save_that_waited_for_another_writer_plans_its_evictions_with_what_that_one_wrote(user: User) -> None:
+    make_memories(user, 59)
+    holding, release = threading.Event(), threading.Event()
+
+    def first() -> None:
+        with transaction.atomic():
+            lock_user(user, actor="coach")
+            make_memory(user, "the-sixtieth", summary="Written while the person was locked")
+            holding.set()
+            release.wait(10)
+
+    def second() -> None:
+        coach_saves(user, "the-sixty-first", "Saved once the first was done")
+
+    # race() fails unless PostgreSQL shows the second waiting on the first's lock.
+    race(first, second, holding=holding, release=release)
+
+    # Had the second read the store from before its wait, it would have seen room for one more.
+    assert Memory.objects.filter(user=user).count() == 60
+    assert MemoryEvent.objects.filter(user=user, action="evicted").count() == 1
 
 
 def test_a_user_edit_re_embeds_exactly_once_and_protects_the_memory(user: User, model_server: ModelServer) -> None:

@@ -8,6 +8,8 @@ from datetime import timedelta
 
 import pytest
 from django.conf import settings
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from accounts.models import User
@@ -280,6 +282,36 @@ def test_a_search_costs_one_query_however_many_it_finds_and_shows_no_notes(
     assert all(set(match) == {"key", "tier", "category", "summary", "similarity"} for match in found)
     # The notes themselves are neither read nor decrypted.
     assert '"memory_memory"."content"' not in queries.captured_queries[0]["sql"]
+
+
+def test_a_new_memory_costs_five_round_trips_one_transaction_and_one_embedding(
+    transactional_db: None, user: User, model_server: ModelServer
+) -> None:
+    # Outside a test's transaction, as in production: no savepoints among the queries.
+    make_memory(user, "breakfast", summary="Oats for breakfast every day")
+    embeddings_before = sum(1 for request in model_server.requests if request.path.endswith("/embeddings"))
+
+    with CaptureQueriesContext(connection) as captured:
+        assert save(user, "swims", "Swims on Tuesdays")["status"] == "saved"
+
+    # Its key and its near-copies read together; then the person's row locked, the store
+    # and the key read after it; the memory written with its event; and done.
+    statements = [query["sql"].split()[0] for query in captured.captured_queries]
+    assert statements == ["SELECT", "BEGIN", "SELECT", "WITH", "COMMIT"]
+    assert sum(1 for request in model_server.requests if request.path.endswith("/embeddings")) == embeddings_before + 1
+    event = MemoryEvent.objects.get(user=user, memory_id=memory_named(user, "swims").pk)
+    assert (event.action, event.actor, event.after_fields()["summary"]) == ("created", "coach", "Swims on Tuesdays")
+
+
+def test_saving_again_under_the_same_key_is_an_update_never_a_copy_of_itself(user: User) -> None:
+    context = ToolContext(user=user)
+    assert save(user, "swims", "Swims on Tuesdays", context=context)["status"] == "saved"
+
+    again = save(user, "swims", "Swims on Tuesdays", context=context, content="Swims on Tuesdays at the lido")
+
+    assert (again["status"], again["created"]) == ("saved", False)
+    assert memory_named(user, "swims").content == "Swims on Tuesdays at the lido"
+    assert Memory.objects.filter(user=user).count() == 1
 
 
 def test_recall_opens_full_notes_by_key(user: User) -> None:
