@@ -22,4 +22,8 @@ def django_for_benchmarks() -> None:
     from django.core.management import call_command
 
     django.setup()
+    from infra.startup import url_resolvers_filled
+
+    # As the web process does at startup (coach/asgi.py): benchmarks measure the app as served.
+    url_resolvers_filled()
     call_command("migrate", verbosity=0)

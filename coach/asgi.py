@@ -25,6 +25,10 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "coach.settings")
 
 django_application = get_asgi_application()
 
+from infra.startup import url_resolvers_filled  # noqa: E402 (Django is set up above)
+
+url_resolvers_filled()
+
 logger = logging.getLogger(__name__)
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
