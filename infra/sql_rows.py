@@ -71,7 +71,9 @@ def insert_placeholders(model: type[Model], prefix: str = "insert", linked: str 
     instead (the row it points at is inserted by the same statement)."""
     connection = connections[DEFAULT_DB_ALIAS]
     return ", ".join(
-        "linked.id" if field.name == linked else f"%({prefix}_{index})s::{_cast_type(field, connection)}"
+        "linked.id"
+        if linked in (field.name, field.attname)
+        else f"%({prefix}_{index})s::{_cast_type(field, connection)}"
         for index, field in enumerate(_insert_fields(model))
     )
 

@@ -15,6 +15,7 @@ def url_resolvers_filled() -> None:
     every context after it, and asgiref re-homes each such value on every hop between a
     thread and the event loop: some 36 hops a turn, each carrying the app's 22 resolvers.
     That was about a tenth of a turn's CPU. Filled here, in a context then dropped, they
-    leave nothing behind; what a resolver holds once filled is shared by every request."""
-    # reverse_dict fills the root resolver, and it each resolver included in it.
+    leave nothing behind (but a namespaced resolver made on its first use, in the request
+    that uses it); what a resolver holds once filled is shared by every request."""
+    # reverse_dict fills the root resolver, and through it each resolver included in it.
     contextvars.copy_context().run(lambda: get_resolver().reverse_dict)

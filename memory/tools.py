@@ -204,7 +204,15 @@ def _save_memory(
     _require_feedback_shape(draft)
     # Embedded first, so that the memory under this key and those like it are one read (a
     # save that ends as a proposal to the person spends an embedding for nothing: rare).
-    embedding = embed_memory(summary=draft.summary, content=draft.content)
+    try:
+        embedding = embed_memory(summary=draft.summary, content=draft.content)
+    except LLMError:
+        # A change to a protected memory is put to the person, which needs no embedding:
+        # an outage does not stop it.
+        existing = memory_by_key(user=context.user, key=key, in_use_only=True)
+        if existing is not None and existing.is_protected:
+            return _propose(context, existing, MemoryProposal.Kind.UPDATE, draft, reason="the coach saved new text")
+        raise
     # Writes check that memory is on as they lock the person's row (memory.store.lock_user).
     existing, nearest = memory_by_key_and_similar(
         user=context.user,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from django.db import DataError, connection, transaction
+from django.db import DataError, connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -113,12 +113,22 @@ def test_an_instance_and_its_child_inserted_in_one_statement_read_back_as_two_sa
     assert field_values(MemoryEvent.objects.get(pk=event.pk)) == field_values(event)
 
 
-def test_a_child_that_cannot_be_stored_leaves_no_instance_behind(user: User) -> None:
+def test_a_child_that_cannot_be_stored_leaves_no_instance_behind(transactional_db: None, user: User) -> None:
+    # Outside a transaction, as two inserts would each be kept or not on their own.
     memory = Memory(user=user, key="knee", tier="profile", category="injury", summary="Left knee", content="No jumps")
     memory.set_key_digest()
     event = MemoryEvent(user=user, key="knee", actor="coach" * 10, action="created")
 
-    with pytest.raises(DataError), transaction.atomic():
+    with pytest.raises(DataError):
         insert_linked(memory, event, link="memory_id")
 
     assert not Memory.objects.filter(user=user).exists()
+
+
+def test_a_child_is_linked_by_its_foreign_key_named_either_way() -> None:
+    by_name = insert_placeholders(Message, "child", linked="session")
+    by_column = insert_placeholders(Message, "child", linked="session_id")
+
+    assert by_name == by_column
+    assert by_name.split(", ").count("linked.id") == 1
+    assert "linked.id" not in insert_placeholders(Message, "child")

@@ -234,6 +234,19 @@ def test_saving_over_a_protected_key_makes_a_proposal(user: User) -> None:
     assert memory_named(user, "left-shoulder").summary == "Bad left shoulder"
 
 
+def test_saving_over_a_protected_key_during_an_embedding_outage_still_makes_a_proposal(
+    user: User, model_server: ModelServer
+) -> None:
+    make_memory(user, "left-shoulder", source="onboarding", category="injury", summary="Bad left shoulder")
+    model_server.queue_embedding_error(503)
+
+    result = save(user, "left-shoulder", "Shoulder is fine now", category="other")
+
+    assert result["status"] == "proposed"
+    assert MemoryProposal.objects.get(user=user).proposed_fields()["summary"] == "Shoulder is fine now"
+    assert memory_named(user, "left-shoulder").summary == "Bad left shoulder"
+
+
 def test_another_users_memories_are_invisible_to_every_tool(user: User, other_user: User) -> None:
     make_memory(other_user, "secret", summary="Another person's secret plan")
 
