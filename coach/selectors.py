@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -9,6 +10,7 @@ from django.db.models import QuerySet
 
 from coach import statements
 from coach.models import UNANSWERED, ChatSession, Message
+from memory.selectors import memories_learned_in
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -28,6 +30,32 @@ def messages_for_user(*, user: User) -> QuerySet[Message]:
 
 def session_messages(*, session: ChatSession) -> list[Message]:
     return list(Message.objects.filter(session=session).order_by("created_at", "pk"))
+
+
+@dataclass(frozen=True)
+class KeptMemory:
+    """A memory an exchange left the coach keeping, as the page shows it under that exchange."""
+
+    memory_id: int
+    summary: str
+    # True when the exchange made the memory; False when it changed one kept before.
+    new: bool
+
+
+def memories_kept_from(*, user: User, messages: Sequence[Message]) -> dict[int, list[KeptMemory]]:
+    """What each finished exchange left in the person's memory, by the id of the message
+    that began it: the quiet cues its reply showed as it was written, shown again on a page
+    loaded afterwards. Only what is kept now, as it reads now: a memory since deleted is not
+    named, and one changed by a later exchange is shown under that one. An exchange still
+    being answered has none here: its reply's stream replays its cues."""
+    finished = {m.pk: m for m in messages if m.role == Message.Role.USER and m.status not in UNANSWERED}
+    kept: dict[int, list[KeptMemory]] = {}
+    for memory in memories_learned_in(user=user, message_ids=list(finished)):
+        message = finished[memory.message_id]
+        kept.setdefault(message.pk, []).append(
+            KeptMemory(memory_id=memory.pk, summary=memory.summary, new=memory.created_at >= message.created_at)
+        )
+    return kept
 
 
 def summarised_sessions_between(*, user: User, start: datetime, end: datetime) -> list[ChatSession]:

@@ -114,6 +114,14 @@ def memories_by_keys(*, user: User, keys: list[str], in_use_only: bool = False) 
     return [found[key] for key in dict.fromkeys(keys) if key in found]
 
 
+def memories_learned_in(*, user: User, message_ids: list[int]) -> list[Memory]:
+    """The person's memories whose latest save by the coach came from one of these chat
+    messages (their provenance), oldest first: what a conversation's page shows as kept."""
+    if not message_ids:
+        return []
+    return list(memory_list_for_user(user=user).filter(message_id__in=message_ids).order_by("created_at", "pk"))
+
+
 def proposals_for_user(*, user: User) -> QuerySet[MemoryProposal]:
     """Every suggestion the coach made to the person, answered or not."""
     return MemoryProposal.objects.filter(user=user).select_related("memory")

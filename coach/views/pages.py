@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
@@ -28,6 +28,8 @@ from coach import streams
 from coach.limits import within_rate
 from coach.models import ChatSession, Message
 from coach.selectors import (
+    KeptMemory,
+    memories_kept_from,
     messages_for_user,
     running_turns_of,
     session_messages,
@@ -54,6 +56,8 @@ class Exchange:
 
     message: Message
     reply: Message | None
+    # What it left in the person's memory, once it is finished.
+    kept: list[KeptMemory] = field(default_factory=list)
 
 
 @require_GET
@@ -162,7 +166,8 @@ def exchange(request: HttpRequest, pk: int, message_pk: int) -> HttpResponse:
     """One message and its reply as the page shows it: how another open tab catches up."""
     message = get_object_or_404(_people_messages(request, pk).select_related("session"), pk=message_pk)
     reply = Message.objects.filter(reply_to=message).order_by("-pk").first()
-    context = {"session": message.session, "exchange": Exchange(message, reply)}
+    kept = memories_kept_from(user=request.user, messages=[message]).get(message.pk, [])
+    context = {"session": message.session, "exchange": Exchange(message, reply, kept)}
     return render(request, "coach/chat.html#exchange", context)
 
 
@@ -245,7 +250,8 @@ def _too_many_messages(request: HttpRequest) -> tuple[str, int] | None:
 def _page_context(request: HttpRequest, *, session: ChatSession | None) -> dict:
     messages = session_messages(session=session) if session else []
     replies = {m.reply_to_id: m for m in messages if m.role == Message.Role.ASSISTANT}
-    exchanges = [Exchange(m, replies.get(m.pk)) for m in messages if m.role == Message.Role.USER]
+    kept = memories_kept_from(user=request.user, messages=messages)
+    exchanges = [Exchange(m, replies.get(m.pk), kept.get(m.pk, [])) for m in messages if m.role == Message.Role.USER]
     return {
         "session": session,
         "sessions": sessions_for_user(user=request.user)[:SIDEBAR_SESSIONS],

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import uuid
+from datetime import timedelta
 
 import pytest
 from django.db import connection
@@ -11,9 +13,12 @@ from django.test.utils import CaptureQueriesContext
 
 from accounts.models import LoginSession, User
 from coach.models import ChatSession, Message
+from coach.services import message_post
 from coach.tasks import summarise_ended_sessions
+from memory.models import Memory
 from tests.coach.factories import make_session
 from tests.conftest import make_user
+from tests.memory.factories import make_memory
 
 pytestmark = pytest.mark.django_db
 
@@ -65,6 +70,50 @@ def test_reopening_a_session_shows_its_history(client_of: Client, user: User) ->
 
     assert "My knee hurts after runs" in html
     assert "<strong>cadence</strong>" in html
+
+
+def test_each_finished_exchange_shows_what_it_left_in_memory_as_it_reads_now(
+    client_of: Client, user: User, other_user: User
+) -> None:
+    session = make_session(
+        user, "My left knee hurts", "Sorry.", "I gave the talk", "Well done.", "I run on Sundays", "Good."
+    )
+    knee_said, talk_said, sundays_said = session.messages.filter(role="user").order_by("pk")
+    knee = make_memory(user, "knee", category="injury", source="user", summary="Left knee hurts on stairs")
+    runs = make_memory(user, "runs", summary="Runs on Sundays", updated_at=knee_said.created_at - timedelta(days=9))
+    talk = make_memory(user, "talk", summary="Giving a talk in June")
+    strangers = make_memory(other_user, "secret", summary="Someone else's secret")
+    Memory.objects.filter(pk=knee.pk).update(message_id=knee_said.pk)
+    Memory.objects.filter(pk__in=[talk.pk, strangers.pk]).update(message_id=talk_said.pk)
+    Memory.objects.filter(pk=runs.pk).update(message_id=sundays_said.pk)
+    talk.delete()
+
+    html = client_of.get(f"/chat/{session.pk}/").content.decode()
+
+    def cues_of(message: Message) -> list[str]:
+        exchange = html.split(f'id="exchange-{message.pk}"')[1].split("</article>")[0]
+        return re.findall(r'<p class="memory-cue">(.*?)</p>', exchange)
+
+    knee_cue = f'Saved to memory: Left knee hurts on stairs · <a href="/memories/{knee.pk}/">View</a>'
+    assert cues_of(knee_said) == [knee_cue]
+    assert cues_of(talk_said) == [], "a memory since deleted is not named; another person's never"
+    assert cues_of(sundays_said) == [f'Updated in memory: Runs on Sundays · <a href="/memories/{runs.pk}/">View</a>']
+    assert "Someone else" not in html and "Giving a talk" not in html
+    other_tab = client_of.get(f"/chat/{session.pk}/messages/{knee_said.pk}/").content.decode()
+    assert knee_cue in other_tab
+
+
+def test_an_exchange_still_being_answered_leaves_its_cues_to_the_reply_stream(client_of: Client, user: User) -> None:
+    session = make_session(user)
+    message = message_post(session=session, text="I'm giving a talk in June", client_id=None)
+    Message.objects.filter(pk=message.pk).update(status="answering")
+    talk = make_memory(user, "talk", summary="Giving a talk in June")
+    Memory.objects.filter(pk=talk.pk).update(message_id=message.pk)
+
+    html = client_of.get(f"/chat/{session.pk}/").content.decode()
+
+    assert "data-stream-url" in html
+    assert '<div class="memory-cues" role="status"></div>' in html, "the stream replays the cue: shown once"
 
 
 def test_starting_a_session_with_a_first_message(client_of: Client, user: User) -> None:

@@ -131,6 +131,25 @@ def test_a_memory_saved_mid_reply_is_a_quiet_cue_and_undo_takes_it_back(
         time.sleep(0.05)
 
 
+def test_the_cue_of_a_memory_saved_in_a_reply_is_still_there_after_a_reload(
+    page: Page, live_app: str, user: User, model_server: ModelServer
+) -> None:
+    log_in(page, live_app, user)
+    model_server.queue_tool_calls([("save_memory", TALK_SAVE)])
+    model_server.queue_text("Good luck with the talk.")
+    send(page, "I'm giving a talk in June")
+    expect(page.locator(".from-coach").last).to_have_text("Good luck with the talk.")
+
+    page.reload()
+
+    cue = page.get_by_role("status").locator(".memory-cue")
+    expect(cue).to_have_text("Saved to memory: Giving a talk in June · View")
+    memory = Memory.objects.get(user=user)
+    cue.get_by_role("link", name="View").click()
+    expect(page).to_have_url(f"{live_app}/memories/{memory.pk}/")
+    expect(page.get_by_text("Giving a talk at the library in June")).to_be_visible()
+
+
 def test_a_form_body_over_the_limit_is_explained_beside_the_message_box(
     page: Page, live_app: str, user: User, settings
 ) -> None:

@@ -325,6 +325,34 @@ def test_a_memory_saved_in_the_turn_is_a_quiet_cue_with_view_and_undo(
     assert words(received) == "Good luck with the talk."
 
 
+def test_a_page_loaded_after_the_reply_shows_the_cue_of_the_memory_it_saved_and_only_then(
+    live_app: str, cookie: str, user: User, model_server: ModelServer
+) -> None:
+    model_server.queue_tool_calls([("save_memory", TALK_SAVE)])
+    model_server.queue_text("Good luck with the talk.", chunk_delay_seconds=0.3)
+    message = post_message(live_app, session_start(user=user), "I'm giving a talk in June", cookie=cookie)
+    page_url = f"{live_app}/chat/{message.session_id}/"
+    wait_for(lambda: Memory.objects.filter(user=user).exists())
+
+    # Mid-reply the page follows the reply's stream, which replays the cue: none in the page.
+    mid_reply = page(page_url, cookie=cookie)
+    assert status_of(message) == "answering", "the page was loaded before the reply was done"
+    assert "data-stream-url" in mid_reply and 'class="memory-cue"' not in mid_reply
+    list(read_events(reply_url(live_app, message), cookie=cookie))
+
+    memory = Memory.objects.get(user=user)
+    after = page(page_url, cookie=cookie)
+    view = f'<a href="/memories/{memory.pk}/">View</a>'
+    assert after.count('class="memory-cue"') == 1
+    assert f'<p class="memory-cue">Saved to memory: Giving a talk in June · {view}</p>' in after
+
+
+def page(url: str, *, cookie: str) -> str:
+    request = urllib.request.Request(url, headers={"Cookie": cookie})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return response.read().decode()
+
+
 # Limits ----------------------------------------------------------------------------------
 
 
