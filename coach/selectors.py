@@ -47,13 +47,17 @@ def memories_kept_from(*, user: User, messages: Sequence[Message]) -> dict[int, 
     that began it: the quiet cues its reply showed as it was written, shown again on a page
     loaded afterwards. Only what is kept now, as it reads now: a memory since deleted is not
     named, and one changed by a later exchange is shown under that one. An exchange still
-    being answered has none here: its reply's stream replays its cues."""
+    being answered has none here: its reply's stream replays its cues.
+
+    A memory is new to the exchange when it was made after the exchange's last answer began
+    (a retry is a new start); one the person's other turn made meanwhile counts as new too."""
     finished = {m.pk: m for m in messages if m.role == Message.Role.USER and m.status not in UNANSWERED}
     kept: dict[int, list[KeptMemory]] = {}
     for memory in memories_learned_in(user=user, message_ids=list(finished)):
         message = finished[memory.message_id]
+        began = message.claimed_at or message.created_at
         kept.setdefault(message.pk, []).append(
-            KeptMemory(memory_id=memory.pk, summary=memory.summary, new=memory.created_at >= message.created_at)
+            KeptMemory(memory_id=memory.pk, summary=memory.summary, new=memory.created_at >= began)
         )
     return kept
 

@@ -116,10 +116,12 @@ def memories_by_keys(*, user: User, keys: list[str], in_use_only: bool = False) 
 
 def memories_learned_in(*, user: User, message_ids: list[int]) -> list[Memory]:
     """The person's memories whose latest save by the coach came from one of these chat
-    messages (their provenance), oldest first: what a conversation's page shows as kept."""
+    messages (their provenance), oldest first, with their summary and dates only: what a
+    conversation's page shows as kept."""
     if not message_ids:
         return []
-    return list(memory_list_for_user(user=user).filter(message_id__in=message_ids).order_by("created_at", "pk"))
+    memories = Memory.objects.filter(user=user, message_id__in=message_ids)
+    return list(memories.only("summary", "message_id", "created_at").order_by("created_at", "pk"))
 
 
 def proposals_for_user(*, user: User) -> QuerySet[MemoryProposal]:

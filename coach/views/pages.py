@@ -165,9 +165,7 @@ def message_send(request: HttpRequest, pk: int) -> HttpResponse:
 def exchange(request: HttpRequest, pk: int, message_pk: int) -> HttpResponse:
     """One message and its reply as the page shows it: how another open tab catches up."""
     message = get_object_or_404(_people_messages(request, pk).select_related("session"), pk=message_pk)
-    reply = Message.objects.filter(reply_to=message).order_by("-pk").first()
-    kept = memories_kept_from(user=request.user, messages=[message]).get(message.pk, [])
-    context = {"session": message.session, "exchange": Exchange(message, reply, kept)}
+    context = {"session": message.session, "exchange": _as_shown(request, message)}
     return render(request, "coach/chat.html#exchange", context)
 
 
@@ -187,9 +185,9 @@ def reply_retry(request: HttpRequest, pk: int, message_pk: int) -> HttpResponse:
     message.refresh_from_db()
     if not request.htmx:
         return redirect("session", pk=pk)
-    return render(
-        request, "coach/chat.html#exchange", {"session": message.session, "exchange": Exchange(message, None)}
-    )
+    # Retried here, or already by another tab: either way the page is shown it as it is now.
+    context = {"session": message.session, "exchange": _as_shown(request, message)}
+    return render(request, "coach/chat.html#exchange", context)
 
 
 @login_required
@@ -214,6 +212,14 @@ def session_close(request: HttpRequest, pk: int) -> HttpResponse:
     session = get_object_or_404(sessions_for_user(user=request.user), pk=pk)
     session_end(session=session)
     return HttpResponseClientRedirect(reverse("chat")) if request.htmx else redirect("chat")
+
+
+def _as_shown(request: HttpRequest, message: Message) -> Exchange:
+    """One of the person's exchanges as a page loaded now shows it: the message, its latest
+    reply, and what it left in their memory."""
+    reply = Message.objects.filter(reply_to=message).order_by("-pk").first()
+    kept = memories_kept_from(user=request.user, messages=[message]).get(message.pk, [])
+    return Exchange(message, reply, kept)
 
 
 def _start(request: HttpRequest, message: Message) -> None:

@@ -10,6 +10,7 @@ import pytest
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from accounts.models import LoginSession, User
 from coach.models import ChatSession, Message
@@ -79,7 +80,7 @@ def test_each_finished_exchange_shows_what_it_left_in_memory_as_it_reads_now(
         user, "My left knee hurts", "Sorry.", "I gave the talk", "Well done.", "I run on Sundays", "Good."
     )
     knee_said, talk_said, sundays_said = session.messages.filter(role="user").order_by("pk")
-    knee = make_memory(user, "knee", category="injury", source="user", summary="Left knee hurts on stairs")
+    knee = make_memory(user, "knee", category="injury", source="user", summary="Left knee <b>hurts</b>")
     runs = make_memory(user, "runs", summary="Runs on Sundays", updated_at=knee_said.created_at - timedelta(days=9))
     talk = make_memory(user, "talk", summary="Giving a talk in June")
     strangers = make_memory(other_user, "secret", summary="Someone else's secret")
@@ -94,13 +95,40 @@ def test_each_finished_exchange_shows_what_it_left_in_memory_as_it_reads_now(
         exchange = html.split(f'id="exchange-{message.pk}"')[1].split("</article>")[0]
         return re.findall(r'<p class="memory-cue">(.*?)</p>', exchange)
 
-    knee_cue = f'Saved to memory: Left knee hurts on stairs · <a href="/memories/{knee.pk}/">View</a>'
+    # The summary as text: the person's words never become markup.
+    knee_cue = f'Saved to memory: Left knee &lt;b&gt;hurts&lt;/b&gt; · <a href="/memories/{knee.pk}/">View</a>'
     assert cues_of(knee_said) == [knee_cue]
     assert cues_of(talk_said) == [], "a memory since deleted is not named; another person's never"
     assert cues_of(sundays_said) == [f'Updated in memory: Runs on Sundays · <a href="/memories/{runs.pk}/">View</a>']
     assert "Someone else" not in html and "Giving a talk" not in html
     other_tab = client_of.get(f"/chat/{session.pk}/messages/{knee_said.pk}/").content.decode()
     assert knee_cue in other_tab
+
+
+def test_a_memory_made_before_a_retried_answer_began_is_shown_as_updated_by_it(client_of: Client, user: User) -> None:
+    session = make_session(user, "I run on Sundays", "Good.")
+    said = session.messages.get(role="user")
+    # Made after the message was sent, by another exchange, before this one was answered again.
+    runs = make_memory(user, "runs", summary="Runs on Sundays")
+    Message.objects.filter(pk=said.pk).update(claimed_at=timezone.now())
+    Memory.objects.filter(pk=runs.pk).update(message_id=said.pk)
+
+    html = client_of.get(f"/chat/{session.pk}/").content.decode()
+
+    assert f'Updated in memory: Runs on Sundays · <a href="/memories/{runs.pk}/">View</a>' in html
+
+
+def test_a_retry_another_tab_already_answered_shows_the_reply_and_its_cues(client_of: Client, user: User) -> None:
+    session = make_session(user, "I run on Sundays", "Good, keep it easy.")
+    said = session.messages.get(role="user")
+    runs = make_memory(user, "runs", summary="Runs on Sundays")
+    Memory.objects.filter(pk=runs.pk).update(message_id=said.pk)
+
+    response = client_of.post(f"/chat/{session.pk}/messages/{said.pk}/retry", headers={"HX-Request": "true"})
+
+    html = response.content.decode()
+    assert "Good, keep it easy." in html and "data-stream-url" not in html
+    assert f'Saved to memory: Runs on Sundays · <a href="/memories/{runs.pk}/">View</a>' in html
 
 
 def test_an_exchange_still_being_answered_leaves_its_cues_to_the_reply_stream(client_of: Client, user: User) -> None:
