@@ -24,14 +24,16 @@ from django.utils import timezone
 
 from accounts.models import User
 from accounts.time_zones import canonical_zone
+from coach.selectors import messages_with_replies_kept
+from coach.streams import memory_cues_forget, replies_forget
 from emails.outbox import mail_forget
 from emails.preferences import email_frequency_choose
 from infra import llm
 from infra.cache import cache_delete_matching
 from memory.drafts import MemoryDraft
 from memory.embeddings import memory_text
-from memory.models import SUMMARY_MAX_CHARS
-from memory.services import memory_save
+from memory.models import SUMMARY_MAX_CHARS, Memory
+from memory.services import memory_delete, memory_delete_all, memory_save
 
 logger = logging.getLogger(__name__)
 
@@ -113,18 +115,48 @@ QUESTIONS = (
 ALLERGY_LABELS = frozenset({"allergy", "allergies", "allergic", "allergic to", "food allergy", "food allergies"})
 
 
+def memory_delete_by_person(*, user: User, memory_id: int) -> Memory:
+    """The person deletes one of their memories (memory_delete, which raises MemoryNotFound
+    for one that is gone). A cue that named it is then taken out of their replies kept in
+    Redis for a reload: the deleted words are not replayed."""
+    deleted = memory_delete(user=user, memory_id=memory_id, actor="user")
+    _memory_cues_forget(user, memory_ids={memory_id})
+    return deleted
+
+
+def memories_delete_all_by_person(*, user: User) -> int:
+    """The person deletes every memory, history included; then every memory cue of their
+    replies kept in Redis. Returns how many memories went."""
+    count = memory_delete_all(user=user)
+    _memory_cues_forget(user, memory_ids=None)
+    return count
+
+
+def _memory_cues_forget(user: User, *, memory_ids: set[int] | None) -> None:
+    replies = messages_with_replies_kept(user=user, now=timezone.now())
+    try:
+        memory_cues_forget(replies, memory_ids)
+    except redis.RedisError as error:
+        # The memory is deleted; the streams that named it expire within the hour.
+        logger.warning("memory cues could not be taken out of reply streams now: %s", error)
+
+
 def account_delete(*, user: User, hosts: Iterable[str] = ()) -> None:
     """Erase the person and every row about them, and what the cache counted of them.
 
     Memories, their events and proposals, chat sessions and messages, emails, email
     preferences and login sessions cascade in the database itself; allauth's rows (email
     addresses and their confirmations) and the admin log cascade in Django's collector.
-    One transaction: either all of it goes or none of it does. Then, outside it, the
-    rate-limit counters kept under their id, their address, or "host:address" for each of
-    `hosts` (the host names they may have signed in at) are deleted from the cache.
+    One transaction: either all of it goes or none of it does. Then, outside it, their
+    replies still kept in Redis streams (a reload's replay: the coach's words and memory
+    cues) and the rate-limit counters kept under their id, their address, or "host:address"
+    for each of `hosts` (the host names they may have signed in at) are deleted. A reply
+    still being written as they go cannot be saved (its message is gone), and its stream
+    expires minutes after it ends.
     """
     email = user.email.lower()
     addresses = {email, *(address.lower() for address in user.emailaddress_set.values_list("email", flat=True))}
+    replies = messages_with_replies_kept(user=user, now=timezone.now())
     with transaction.atomic():
         User.objects.filter(pk=user.pk).delete()
         for address in addresses:
@@ -134,6 +166,11 @@ def account_delete(*, user: User, hosts: Iterable[str] = ()) -> None:
         *(f"{host}:{email}" for host in {*hosts, *settings.ALLOWED_HOSTS, urlsplit(settings.SITE_URL).netloc}),
     ]
     digests = [hashlib.sha256(source.encode()).hexdigest() for source in sources]
+    try:
+        replies_forget(replies)
+    except redis.RedisError as error:
+        # The person is erased; the streams expire within the hour on their own.
+        logger.warning("reply streams of an erased account could not be deleted now: %s", error)
     try:
         cache_delete_matching([f"allauth:rl:*:user:{user.pk}", *(f"allauth:rl:*:{digest}" for digest in digests)])
     except redis.RedisError as error:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from django.db.models import QuerySet
 
 from coach import statements
 from coach.models import UNANSWERED, ChatSession, Message
+from coach.streams import UNFINISHED_KEEP_SECONDS
 from memory.selectors import memories_learned_in
 
 if TYPE_CHECKING:
@@ -60,6 +61,13 @@ def memories_kept_from(*, user: User, messages: Sequence[Message]) -> dict[int, 
             KeptMemory(memory_id=memory.pk, summary=memory.summary, new=memory.created_at >= began)
         )
     return kept
+
+
+def messages_with_replies_kept(*, user: User, now: datetime) -> list[int]:
+    """The ids of the person's messages whose reply may still be in its Redis stream: those
+    answered (claimed) within the longest time a stream is kept."""
+    since = now - timedelta(seconds=UNFINISHED_KEEP_SECONDS)
+    return list(messages_for_user(user=user).filter(claimed_at__gte=since).values_list("pk", flat=True))
 
 
 def summarised_sessions_between(*, user: User, start: datetime, end: datetime) -> list[ChatSession]:

@@ -23,7 +23,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -128,7 +128,31 @@ def stop_request(message_id: int) -> None:
 
 def reply_forget(message_id: int) -> None:
     """Drop a reply's stream and stop flag: a retry writes a new one from its start."""
-    redis_sync().delete(reply_key(message_id), stop_key(message_id))
+    replies_forget([message_id])
+
+
+def replies_forget(message_ids: Iterable[int]) -> None:
+    """Drop these replies' streams and stop flags, in one round trip."""
+    keys = [key for message_id in message_ids for key in (reply_key(message_id), stop_key(message_id))]
+    if keys:
+        redis_sync().delete(*keys)
+
+
+def memory_cues_forget(message_ids: Iterable[int], memory_ids: Collection[int] | None) -> None:
+    """Take the memory cues that name these memories (every cue, for None) out of these
+    replies' streams, so that a memory the person deleted is not replayed to a reload. The
+    rest of each reply stays, for its readers."""
+    client = redis_sync()
+    for message_id in message_ids:
+        key = reply_key(message_id)
+        naming = [
+            entry_id
+            for entry_id, fields in client.xrange(key)
+            if fields.get("kind") == MEMORY
+            and (memory_ids is None or json.loads(fields["data"]).get("memory_id") in memory_ids)
+        ]
+        if naming:
+            client.xdel(key, *naming)
 
 
 def session_announce(session_id: int, message_id: int) -> None:

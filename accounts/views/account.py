@@ -15,12 +15,11 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from accounts.export import account_export_json
 from accounts.forms import EmailPreferenceForm
 from accounts.selectors import next_note_for_user
-from accounts.services import account_delete, user_time_zone_set
+from accounts.services import account_delete, memories_delete_all_by_person, user_time_zone_set
 from accounts.views.partials import HtmxHttpRequest, wants_partial
 from emails.preferences import email_preference_update, email_resubscribe
 from emails.selectors import email_preference_for_user
 from memory.selectors import memory_list_for_user
-from memory.services import memory_delete_all
 
 
 @login_required
@@ -84,7 +83,7 @@ def memories_delete_all(request: HtmxHttpRequest) -> HttpResponse:
     if request.method == "GET":
         count = memory_list_for_user(user=request.user).count()
         return render(request, "accounts/delete_memories.html", {"count": count})
-    count = memory_delete_all(user=request.user)
+    count = memories_delete_all_by_person(user=request.user)
     messages.success(request, f"Deleted all {count} memories and their history. Your coach starts afresh.")
     return redirect("memories")
 

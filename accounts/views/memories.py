@@ -24,6 +24,7 @@ from accounts.selectors import (
     memory_history_page_for_user,
     memory_page_for_user,
 )
+from accounts.services import memory_delete_by_person
 from accounts.views.partials import HtmxHttpRequest, wants_partial
 from memory.drafts import MemoryInvalid, MemoryNotFound, MemoryNotRestorable, ProposalDecided, ProposalOutdated
 from memory.models import Memory
@@ -38,7 +39,6 @@ from memory.selectors import (
 )
 from memory.services import (
     memory_add_by_user,
-    memory_delete,
     memory_edit_by_user,
     memory_keep,
     memory_restore,
@@ -184,7 +184,7 @@ def memory_delete_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         return render(request, "accounts/memory_delete.html", context)
 
     try:
-        deleted = memory_delete(user=request.user, memory_id=pk, actor="user")
+        deleted = memory_delete_by_person(user=request.user, memory_id=pk)
     except MemoryNotFound:
         # Deleted twice (two tabs): done all the same. A memory never theirs is a 404.
         if not memory_history_for_user(user=request.user, memory_id=pk).exists():

@@ -17,17 +17,20 @@ from django.test import Client
 from django.utils import timezone
 
 from accounts.models import User
+from accounts.services import account_delete, memory_delete_by_person
 from coach.localservices import LocalService, start_postgres, start_redis
 from coach.models import ChatSession, Message
 from coach.services import message_post, session_start
 from coach.tasks import summarise_ended_sessions
 from emails.models import OutgoingMail
 from emails.outbox import mail_send_due
+from memory.models import Memory
 from offline_coach import ModelServer
 from tests.coach.factories import make_session
 from tests.coach.sse import read_events, session_cookie
 from tests.conftest import PASSWORD
 from tests.emails.smtp_sink import SmtpSink
+from tests.memory.factories import make_memory
 from tests.processes import app_process, get_json
 
 LONG_REPLY = " ".join(f"word{n}" for n in range(80))
@@ -113,6 +116,27 @@ def test_sending_a_message_without_redis_is_still_limited_and_answered(
 
     assert statuses == [200] * 10 + [429]
     assert Message.objects.filter(session=session).count() == 10
+
+
+@pytest.mark.django_db
+def test_a_memory_and_an_account_are_deleted_while_redis_is_dead_saying_what_is_left_to_expire(
+    user: User, own_redis: LocalService, caplog: pytest.LogCaptureFixture
+) -> None:
+    session = make_session(user, "I ran 5 km today", "Great work.")
+    session.messages.filter(role="user").update(claimed_at=timezone.now())
+    memory = make_memory(user, "runs", summary="Ran 5 km")
+    kill(own_redis)
+
+    with caplog.at_level(logging.WARNING, logger="accounts.services"):
+        memory_delete_by_person(user=user, memory_id=memory.pk)
+        assert not Memory.objects.filter(pk=memory.pk).exists()
+        account_delete(user=user, hosts=["testserver"])
+
+    assert not User.objects.filter(pk=user.pk).exists() and not ChatSession.objects.exists()
+    warnings = [record.getMessage() for record in caplog.records if record.name == "accounts.services"]
+    assert any(warning.startswith("memory cues could not be taken out of reply streams") for warning in warnings)
+    assert any(warning.startswith("reply streams of an erased account could not be deleted") for warning in warnings)
+    assert any(warning.startswith("rate-limit counters of an erased account") for warning in warnings)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -12,12 +12,15 @@ import json
 import logging
 import shutil
 import subprocess
+import time
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from http.cookiejar import CookieJar
 from pathlib import Path
 
 import pytest
+import redis
 from django.conf import settings
 from django.contrib.sessions.backends.base import SessionBase
 from django.db import connection
@@ -25,12 +28,13 @@ from django.test import Client
 from django.utils import timezone
 
 from accounts.models import LoginSession, User
-from accounts.services import account_delete
+from accounts.services import account_delete, memories_delete_all_by_person
 from coach.models import ChatSession, Message
 from emails.models import Email, EmailPreference, WeeklyEpisodeRequest
-from memory.models import Memory, MemoryEvent
+from memory.models import Memory, MemoryEvent, key_digest
 from memory.proposals import proposal_make
 from memory.tools import ToolContext, run_tool
+from offline_coach import ModelServer
 from tests.asgi_server import asgi_app_server
 from tests.conftest import make_user
 
@@ -171,6 +175,75 @@ def test_deleted_memories_leave_no_text_or_key_in_the_database_or_the_access_log
             assert word not in log, f"{word!r} is in the access log"
     for key in [*MODEL_KEYS.values(), *DERIVED]:
         assert key not in dump and key not in log
+
+
+def test_erasing_an_account_drops_its_replies_kept_in_redis_for_a_reload(model_server: ModelServer) -> None:
+    people = [make_user("qzgoneperson@example.com"), make_user("qzstaysperson@example.com")]
+    with asgi_app_server() as base:
+        for person in people:
+            name = person.email.split("@")[0]
+            save = {"key": "name", "tier": "profile", "category": "other", "summary": f"Goes by {name}", "content": ""}
+            model_server.queue_tool_calls([("save_memory", {**save, "due_at": None, "keep_separate": None})])
+            model_server.queue_text(f"Nice to meet you, {name}.")
+            Browser(base, person).post("/chat/new", {"text": "Hello", "client_id": str(uuid.uuid4())})
+            _wait_until_answered(person)
+    # A reload's replay of each reply, its words and its memory cue, is in Redis.
+    before = redis_contents()
+    assert "Goes by qzgoneperson" in before and "Nice to meet you, qzgoneperson." in before
+
+    account_delete(user=people[0], hosts=["testserver"])
+
+    after = redis_contents()
+    assert "qzgoneperson" not in after
+    assert "Goes by qzstaysperson" in after and "Nice to meet you, qzstaysperson." in after
+
+
+def test_a_deleted_memory_is_taken_out_of_the_replies_kept_in_redis_for_a_reload(
+    user: User, model_server: ModelServer
+) -> None:
+    with asgi_app_server() as base:
+        browser = Browser(base, user)
+        for key, marker in (("model", MARKERS["model"]), ("person", MARKERS["person"])):
+            save = {"key": key, "tier": "profile", "category": "other", "summary": marker, "content": ""}
+            model_server.queue_tool_calls([("save_memory", {**save, "due_at": None, "keep_separate": None})])
+            model_server.queue_text(f"Noted, reply {key}.")
+            browser.post("/chat/new", {"text": "Hello", "client_id": str(uuid.uuid4())})
+            _wait_until_answered(user, count=1 if key == "model" else 2)
+        assert MARKERS["model"] in redis_contents() and MARKERS["person"] in redis_contents()
+        deleted = Memory.objects.get(user=user, message_id__isnull=False, key_digest=key_digest(user.pk, "model"))
+
+        assert browser.post(f"/memories/{deleted.pk}/delete", {}) == 200
+
+    one_gone = redis_contents()
+    assert MARKERS["model"] not in one_gone and MARKERS["person"] in one_gone
+    assert "Noted, reply model." in one_gone, "the reply itself still replays"
+    memories_delete_all_by_person(user=user)
+    all_gone = redis_contents()
+    assert MARKERS["person"] not in all_gone and "Noted, reply person." in all_gone
+
+
+def redis_contents() -> str:
+    """Every key Redis holds and its value, whatever its type, as text."""
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    read = {
+        b"stream": lambda key: client.xrange(key),
+        b"string": client.get,
+        b"hash": client.hgetall,
+        b"list": lambda key: client.lrange(key, 0, -1),
+        b"set": client.smembers,
+        b"zset": lambda key: client.zrange(key, 0, -1),
+    }
+    try:
+        return "\n".join(f"{key!r} {read[client.type(key)](key)!r}" for key in client.scan_iter())
+    finally:
+        client.close()
+
+
+def _wait_until_answered(person: User, count: int = 1) -> None:
+    deadline = time.monotonic() + 15
+    while Message.objects.filter(session__user=person, role="user", status="answered").count() < count:
+        assert time.monotonic() < deadline, "the reply was not saved"
+        time.sleep(0.05)
 
 
 def test_memory_keys_are_never_stored_in_plain_text(user: User) -> None:
