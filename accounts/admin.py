@@ -9,10 +9,12 @@ from typing import Any
 from allauth.account.models import EmailAddress
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
+from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html_join
 
 from accounts.models import User
+from accounts.services import account_delete
 from coach.models import ChatSession, Message
 from emails.models import Email, EmailPreference
 from infra.admin import SupportSearch, admin_link
@@ -96,3 +98,12 @@ class UserAdmin(SupportSearch, DjangoUserAdmin):
         if obj is not None and obj.is_superuser and not request.user.is_superuser:
             return False
         return super().has_delete_permission(request, obj)
+
+    def delete_model(self, request: HttpRequest, obj: User) -> None:
+        # Staff deleting a person erase them as they would themselves: their queued mail,
+        # their replies kept in Redis and their rate-limit counters go too, not only rows.
+        account_delete(user=obj, hosts=[request.get_host()])
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[User]) -> None:
+        for person in queryset:
+            account_delete(user=person, hosts=[request.get_host()])

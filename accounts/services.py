@@ -32,7 +32,8 @@ from infra import llm
 from infra.cache import cache_delete_matching
 from memory.drafts import MemoryDraft
 from memory.embeddings import memory_text
-from memory.models import SUMMARY_MAX_CHARS, Memory
+from memory.models import SUMMARY_MAX_CHARS, Memory, MemoryProposal
+from memory.proposals import proposal_confirm
 from memory.services import memory_delete, memory_delete_all, memory_save
 
 logger = logging.getLogger(__name__)
@@ -122,6 +123,16 @@ def memory_delete_by_person(*, user: User, memory_id: int) -> Memory:
     deleted = memory_delete(user=user, memory_id=memory_id, actor="user")
     _memory_cues_forget(user, memory_ids={memory_id})
     return deleted
+
+
+def proposal_confirm_by_person(*, user: User, proposal: MemoryProposal) -> Memory | None:
+    """The person confirms one of the coach's suggestions (proposal_confirm). One that
+    deletes the memory is the person's deletion: the cues naming it leave the replies kept
+    in Redis, as for memory_delete_by_person."""
+    memory = proposal_confirm(user=user, proposal_id=proposal.pk)
+    if memory is None:
+        _memory_cues_forget(user, memory_ids={proposal.memory_id})
+    return memory
 
 
 def memories_delete_all_by_person(*, user: User) -> int:

@@ -6,12 +6,16 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from django.conf import settings
 from django.db.models import QuerySet
 
 from coach import statements
 from coach.models import UNANSWERED, ChatSession, Message
 from coach.streams import UNFINISHED_KEEP_SECONDS
 from memory.selectors import memories_learned_in
+
+# How far apart two web processes' clocks may be, for a time one wrote and another reads.
+CLOCK_MARGIN_SECONDS = 300
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -65,8 +69,11 @@ def memories_kept_from(*, user: User, messages: Sequence[Message]) -> dict[int, 
 
 def messages_with_replies_kept(*, user: User, now: datetime) -> list[int]:
     """The ids of the person's messages whose reply may still be in its Redis stream: those
-    answered (claimed) within the longest time a stream is kept."""
-    since = now - timedelta(seconds=UNFINISHED_KEEP_SECONDS)
+    answered (claimed) lately enough. A stream is kept a while after its last piece, which
+    comes at the latest at the turn's deadline; the margin covers the clocks of the
+    processes that claimed and that ask."""
+    kept = settings.COACH_TURN_DEADLINE_SECONDS + UNFINISHED_KEEP_SECONDS + CLOCK_MARGIN_SECONDS
+    since = now - timedelta(seconds=kept)
     return list(messages_for_user(user=user).filter(claimed_at__gte=since).values_list("pk", flat=True))
 
 

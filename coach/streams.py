@@ -90,12 +90,12 @@ async def reply_append(message_id: int, kind: str, data: dict[str, Any]) -> str:
     return event_id
 
 
-async def words_append(message_id: int, kind: str, data: dict[str, Any], *, first: bool = False) -> bool:
+async def words_append(message_id: int, kind: str, data: dict[str, Any]) -> bool:
     """Add a piece of a reply being written (never its terminal event), and learn in the same
-    round trip whether the person asked its turn to stop. The first piece sets the stream to
-    expire in a while, in case its turn dies without a terminal event."""
-    expire = UNFINISHED_KEEP_SECONDS if first else None
-    _, stop = await asyncio.shield(_added(message_id, kind, data, expire=expire, ask_stop=True))
+    round trip whether the person asked its turn to stop. Each piece sets the stream to
+    expire in a while, in case its turn dies without a terminal event: a stream deleted under
+    a running turn (its person erased) is written again, and must not be kept for good."""
+    _, stop = await asyncio.shield(_added(message_id, kind, data, expire=UNFINISHED_KEEP_SECONDS, ask_stop=True))
     return stop
 
 
@@ -140,18 +140,27 @@ def replies_forget(message_ids: Iterable[int]) -> None:
 
 def memory_cues_forget(message_ids: Iterable[int], memory_ids: Collection[int] | None) -> None:
     """Take the memory cues that name these memories (every cue, for None) out of these
-    replies' streams, so that a memory the person deleted is not replayed to a reload. The
-    rest of each reply stays, for its readers."""
+    replies' streams, so that a memory the person deleted is not replayed to a reload.
+
+    A finished reply's stream that names one goes whole: its page shows the reply and its
+    cues from the database, and its readers learn the outcome there. From a reply still
+    being written, only the cues go, so its readers keep the words; Redis then only marks
+    them deleted, and their bytes go with the stream (minutes after the reply ends)."""
     client = redis_sync()
     for message_id in message_ids:
         key = reply_key(message_id)
+        entries = client.xrange(key)
         naming = [
             entry_id
-            for entry_id, fields in client.xrange(key)
+            for entry_id, fields in entries
             if fields.get("kind") == MEMORY
             and (memory_ids is None or json.loads(fields["data"]).get("memory_id") in memory_ids)
         ]
-        if naming:
+        if not naming:
+            continue
+        if any(fields.get("kind") in TERMINAL for _, fields in entries):
+            client.delete(key)
+        else:
             client.xdel(key, *naming)
 
 

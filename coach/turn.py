@@ -172,7 +172,6 @@ class _Words:
         self._parts: list[str] = []
         self._unsent: list[str] = []
         self._new_round = False
-        self._sent_any = False
         self._stream_down = False
         self._last_write = 0.0
         # Writes keep their order: a delayed write and the next one never overtake.
@@ -226,15 +225,13 @@ class _Words:
         if self._stream_down:
             return
         try:
-            self._stop.seen(await streams.words_append(self._message_id, kind, data, first=not self._sent_any))
+            self._stop.seen(await streams.words_append(self._message_id, kind, data))
         except RedisError as error:
             # The reply goes on, and is saved whole: readers learn it from the database.
             self._stream_down = True
             logger.warning(
                 "message %s: its stream is unreachable (%s); the reply continues unstreamed", self._message_id, error
             )
-            return
-        self._sent_any = True
 
     @property
     def text(self) -> str:

@@ -24,12 +24,12 @@ from accounts.selectors import (
     memory_history_page_for_user,
     memory_page_for_user,
 )
-from accounts.services import memory_delete_by_person
+from accounts.services import memory_delete_by_person, proposal_confirm_by_person
 from accounts.views.partials import HtmxHttpRequest, wants_partial
 from memory.drafts import MemoryInvalid, MemoryNotFound, MemoryNotRestorable, ProposalDecided, ProposalOutdated
 from memory.models import Memory
 from memory.overlaps import overlap_dismiss, overlap_merge
-from memory.proposals import proposal_confirm, proposal_reject
+from memory.proposals import proposal_reject
 from memory.selectors import (
     memory_history_for_user,
     memory_list_for_user,
@@ -265,7 +265,7 @@ def proposal_confirm_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     proposal = get_object_or_404(proposals_for_user(user=request.user), pk=pk)
     memory_id = proposal.memory_id
     try:
-        memory = proposal_confirm(user=request.user, proposal_id=proposal.pk)
+        memory = proposal_confirm_by_person(user=request.user, proposal=proposal)
     except ProposalDecided as decided:
         return _proposal_answered(request, proposal.pk, str(decided))
     except (ProposalOutdated, MemoryInvalid) as error:

@@ -15,12 +15,16 @@ from django.test import Client
 from django.utils import timezone
 
 from accounts.models import User
+from coach.models import Message
+from coach.streams import reply_key
 from emails.models import Email
+from infra.redis import redis_sync
 from memory.context import assemble_memory_context
 from memory.drafts import MemoryDraft
 from memory.models import Memory, MemoryEvent, PrivateTextViewing
 from memory.proposals import proposal_make
 from tests.accounts.staff import code_now, staff_client, with_authenticator
+from tests.coach.factories import make_session
 from tests.conftest import PASSWORD, make_user
 from tests.memory.factories import make_memory
 
@@ -214,3 +218,21 @@ def crawl(client: Client, start: str, *, limit: int = 400) -> dict[str, str]:
             # Each object's history and delete confirmation show it too.
             queue += [change.replace("/change/", "/history/"), change.replace("/change/", "/delete/")]
     return seen
+
+
+def test_staff_deleting_a_person_erase_them_as_they_would_themselves(user: User) -> None:
+    session = make_session(user, "I ran 5 km today", "Great work.")
+    said = session.messages.get(role="user")
+    Message.objects.filter(pk=said.pk).update(claimed_at=timezone.now())
+    redis_sync().xadd(reply_key(said.pk), {"kind": "text", "data": '{"text": "Qzreplymarker"}'})
+    other = make_user("other@example.com")
+    client = staff_client(staff())
+
+    single = client.post(f"/admin/accounts/user/{user.pk}/delete/", {"post": "yes"})
+    bulk = client.post(
+        "/admin/accounts/user/", {"action": "delete_selected", "_selected_action": [other.pk], "post": "yes"}
+    )
+
+    assert single.status_code == 302 and bulk.status_code == 302
+    assert not User.objects.filter(pk__in=[user.pk, other.pk]).exists()
+    assert not redis_sync().exists(reply_key(said.pk)), "their reply kept for a reload went with them"

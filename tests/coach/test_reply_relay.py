@@ -51,7 +51,7 @@ async def follow_to_the_end(
 
 async def write_reply(pieces: int, *, pause: float = 0.01) -> None:
     for number in range(pieces):
-        await streams.words_append(MESSAGE_ID, streams.TEXT, {"text": f"piece {number} "}, first=number == 0)
+        await streams.words_append(MESSAGE_ID, streams.TEXT, {"text": f"piece {number} "})
         await asyncio.sleep(pause)
     await streams.reply_append(MESSAGE_ID, streams.DONE, {"html": "<p>done</p>"})
 
@@ -84,7 +84,7 @@ def test_a_reader_arriving_mid_reply_replays_the_words_so_far_then_follows_witho
     async def scenario() -> list[streams.StreamEvent]:
         with streams.written_here(MESSAGE_ID):
             for number in range(5):
-                await streams.words_append(MESSAGE_ID, streams.TEXT, {"text": f"early {number} "}, first=number == 0)
+                await streams.words_append(MESSAGE_ID, streams.TEXT, {"text": f"early {number} "})
             with streams.ReplyFollower(MESSAGE_ID) as follower:
                 # Written after it subscribed but before it first reads: both in Redis and
                 # handed to it.
@@ -105,7 +105,7 @@ def test_a_reconnect_with_its_last_event_id_is_handed_only_what_came_after() -> 
     async def scenario() -> tuple[list[streams.StreamEvent], list[streams.StreamEvent]]:
         with streams.written_here(MESSAGE_ID):
             for number in range(5):
-                await streams.words_append(MESSAGE_ID, streams.TEXT, {"text": f"early {number} "}, first=number == 0)
+                await streams.words_append(MESSAGE_ID, streams.TEXT, {"text": f"early {number} "})
             with streams.ReplyFollower(MESSAGE_ID) as first:
                 before_drop = await first.read(after="0", block_seconds=2)
             with streams.ReplyFollower(MESSAGE_ID) as again:

@@ -31,12 +31,13 @@ from accounts.models import LoginSession, User
 from accounts.services import account_delete, memories_delete_all_by_person
 from coach.models import ChatSession, Message
 from emails.models import Email, EmailPreference, WeeklyEpisodeRequest
-from memory.models import Memory, MemoryEvent, key_digest
+from memory.models import Memory, MemoryEvent, MemoryProposal, key_digest
 from memory.proposals import proposal_make
 from memory.tools import ToolContext, run_tool
 from offline_coach import ModelServer
 from tests.asgi_server import asgi_app_server
 from tests.conftest import make_user
+from tests.memory.factories import make_memory
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -203,23 +204,68 @@ def test_a_deleted_memory_is_taken_out_of_the_replies_kept_in_redis_for_a_reload
 ) -> None:
     with asgi_app_server() as base:
         browser = Browser(base, user)
-        for key, marker in (("model", MARKERS["model"]), ("person", MARKERS["person"])):
-            save = {"key": key, "tier": "profile", "category": "other", "summary": marker, "content": ""}
-            model_server.queue_tool_calls([("save_memory", {**save, "due_at": None, "keep_separate": None})])
+        for key in ("model", "person"):
+            _queue_a_save(model_server, key, MARKERS[key])
             model_server.queue_text(f"Noted, reply {key}.")
             browser.post("/chat/new", {"text": "Hello", "client_id": str(uuid.uuid4())})
             _wait_until_answered(user, count=1 if key == "model" else 2)
         assert MARKERS["model"] in redis_contents() and MARKERS["person"] in redis_contents()
-        deleted = Memory.objects.get(user=user, message_id__isnull=False, key_digest=key_digest(user.pk, "model"))
 
-        assert browser.post(f"/memories/{deleted.pk}/delete", {}) == 200
+        assert browser.post(f"/memories/{_memory_keyed(user, 'model').pk}/delete", {}) == 200
 
+    # A finished reply that named it goes whole: a page shows it from the database.
     one_gone = redis_contents()
-    assert MARKERS["model"] not in one_gone and MARKERS["person"] in one_gone
-    assert "Noted, reply model." in one_gone, "the reply itself still replays"
+    assert MARKERS["model"] not in one_gone and "Noted, reply model." not in one_gone
+    assert MARKERS["person"] in one_gone and "Noted, reply person." in one_gone, "the other reply stays"
     memories_delete_all_by_person(user=user)
-    all_gone = redis_contents()
-    assert MARKERS["person"] not in all_gone and "Noted, reply person." in all_gone
+    assert MARKERS["person"] not in redis_contents()
+
+
+def test_undo_of_a_save_mid_reply_takes_its_cue_out_and_leaves_the_words(user: User, model_server: ModelServer) -> None:
+    with asgi_app_server() as base:
+        browser = Browser(base, user)
+        _queue_a_save(model_server, "model", MARKERS["model"])
+        model_server.queue_text(" ".join(f"word{n}" for n in range(40)), chunk_delay_seconds=0.1)
+        browser.post("/chat/new", {"text": "Hello", "client_id": str(uuid.uuid4())})
+        deadline = time.monotonic() + 15
+        while "word2 " not in redis_contents():
+            assert time.monotonic() < deadline, "the reply did not start"
+            time.sleep(0.05)
+
+        assert browser.post(f"/memories/{_memory_keyed(user, 'model').pk}/delete", {}) == 200
+
+        mid_reply = redis_contents()
+        assert Message.objects.get(role="user").status == "answering", "deleted while the reply was being written"
+        assert MARKERS["model"] not in mid_reply and "word2 " in mid_reply
+        _wait_until_answered(user)
+
+
+def test_confirming_the_coachs_suggestion_to_delete_takes_its_cue_out_of_the_replies_in_redis(
+    user: User, model_server: ModelServer
+) -> None:
+    make_memory(user, "allergy-1", category="allergy", source="user", summary=MARKERS["protected"])
+    with asgi_app_server() as base:
+        browser = Browser(base, user)
+        model_server.queue_tool_calls([("delete_memory", {"key": "allergy-1", "reason": "They outgrew it."})])
+        model_server.queue_text("I have asked you to confirm that.")
+        browser.post("/chat/new", {"text": "Hello", "client_id": str(uuid.uuid4())})
+        _wait_until_answered(user)
+        assert MARKERS["protected"] in redis_contents(), "the suggestion's cue names the memory"
+        proposal = MemoryProposal.objects.get(user=user, kind="delete")
+
+        assert browser.post(f"/memories/proposals/{proposal.pk}/confirm", {}) == 200
+
+    assert not Memory.objects.filter(user=user).exists()
+    assert MARKERS["protected"] not in redis_contents()
+
+
+def _queue_a_save(model_server: ModelServer, key: str, summary: str) -> None:
+    save = {"key": key, "tier": "profile", "category": "other", "summary": summary, "content": ""}
+    model_server.queue_tool_calls([("save_memory", {**save, "due_at": None, "keep_separate": None})])
+
+
+def _memory_keyed(user: User, key: str) -> Memory:
+    return Memory.objects.get(user=user, key_digest=key_digest(user.pk, key))
 
 
 def redis_contents() -> str:
@@ -234,7 +280,8 @@ def redis_contents() -> str:
         b"zset": lambda key: client.zrange(key, 0, -1),
     }
     try:
-        return "\n".join(f"{key!r} {read[client.type(key)](key)!r}" for key in client.scan_iter())
+        # A key that expires between the scan and its read is of type "none": nothing to read.
+        return "\n".join(f"{key!r} {read.get(client.type(key), lambda key: None)(key)!r}" for key in client.scan_iter())
     finally:
         client.close()
 
