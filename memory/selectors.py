@@ -53,7 +53,6 @@ def memories_by_similarity(
     vector: list[float],
     model: str,
     limit: int,
-    exclude_id: int | None = None,
     exclude_category: str | None = None,
     in_use_only: bool = False,
 ) -> list[SimilarMemory]:
@@ -71,7 +70,6 @@ def memories_by_similarity(
         vector=vector,
         model=model,
         limit=limit,
-        exclude_id=exclude_id,
         exclude_category=exclude_category,
         in_use_only=in_use_only,
     )

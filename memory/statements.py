@@ -100,13 +100,12 @@ def memories_nearest(
     vector: list[float],
     model: str,
     limit: int,
-    exclude_id: int | None,
     exclude_category: str | None,
     in_use_only: bool,
 ) -> list[tuple[Memory, float]]:
     """The person's memories embedded by `model`, nearest to `vector` first, each with its
     cosine distance; the fields NOT_IN_A_MATCH are left unread."""
-    parameters = _nearest_parameters(user_id, vector, model, limit, exclude_category, exclude_id=exclude_id)
+    parameters = _nearest_parameters(user_id, vector, model, limit, exclude_category)
     with connection.cursor() as cursor:
         cursor.execute(_sql().memories_nearest[in_use_only], parameters)
         return _matches(cursor.fetchall())
@@ -141,14 +140,12 @@ def _nearest_parameters(
     limit: int,
     exclude_category: str | None,
     *,
-    exclude_id: int | None = None,
     exclude_digest: str | None = None,
 ) -> dict[str, Any]:
     return {
         "vector": Memory._meta.get_field("embedding").get_db_prep_value(vector, connection),
         "user_id": user_id,
         "model": model,
-        "exclude_id": exclude_id,
         "exclude_digest": exclude_digest,
         "exclude_category": exclude_category,
         "limit": limit,
@@ -181,7 +178,6 @@ def _sql() -> _Statements:
     nearest = f"""
         SELECT {match}, m.embedding <=> %(vector)s::vector AS distance FROM {memory} m {{in_use}}
         WHERE m.user_id = %(user_id)s AND m.embedding_model = %(model)s AND m.embedding IS NOT NULL
-          AND (%(exclude_id)s::bigint IS NULL OR m.id <> %(exclude_id)s::bigint)
           AND (%(exclude_digest)s::varchar IS NULL OR m.key_digest <> %(exclude_digest)s::varchar)
           AND (%(exclude_category)s::varchar IS NULL OR m.category <> %(exclude_category)s::varchar)
         ORDER BY distance, m.id

@@ -12,7 +12,7 @@ from pgvector.django import CosineDistance
 from accounts.models import User
 from memory.drafts import MemoryOff
 from memory.models import Memory
-from memory.selectors import memories_by_similarity, memory_by_key, memory_facts_for_user
+from memory.selectors import memories_by_similarity, memory_by_key, memory_by_key_and_similar, memory_facts_for_user
 from memory.store import lock_user
 from offline_coach import bag_of_words_embedding
 from tests.coach.races import race
@@ -40,11 +40,13 @@ def test_a_similarity_search_finds_what_the_orm_found_in_the_same_order(user: Us
     vector = bag_of_words_embedding("Runs on Sundays")
 
     found = memories_by_similarity(user=user, vector=vector, model="bag-of-words", limit=5)
-    narrowed = memories_by_similarity(
-        user=user, vector=vector, model="bag-of-words", limit=5, exclude_id=stored[0].pk, exclude_category="episode"
+    # As a save compares itself: the memory under its own key left out, and the episodes.
+    keyed, narrowed = memory_by_key_and_similar(
+        user=user, key="note-0", vector=vector, model="bag-of-words", limit=5, exclude_category="episode"
     )
 
     assert [(s.memory.pk, s.similarity) for s in found] == _nearest_by_orm(user, vector)
+    assert keyed == stored[0]
     assert [(s.memory.pk, s.similarity) for s in narrowed] == _nearest_by_orm(
         user, vector, pk=stored[0].pk, category="episode"
     )
