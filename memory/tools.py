@@ -46,7 +46,13 @@ from memory.models import (
 from memory.overlaps import overlaps_record
 from memory.policy import PROTECTED_CATEGORIES
 from memory.proposals import proposal_make
-from memory.selectors import memories_by_keys, memories_by_similarity, memory_by_key, memory_by_key_and_similar
+from memory.selectors import (
+    SimilarMemory,
+    memories_by_keys,
+    memories_by_similarity,
+    memory_by_key,
+    memory_by_key_and_similar,
+)
 from memory.services import memory_delete, memory_save
 from memory.tool_schemas import (
     DEDUP_CANDIDATES,
@@ -83,7 +89,9 @@ class ToolContext:
     remembers: bool = True
     session_id: int | None = None
     message_id: int | None = None
+    # Writes applied (or put to the person) in this turn, and write calls made at all.
     writes: int = 0
+    write_calls: int = 0
     duplicate_keys: set[str] = field(default_factory=set)
     # Keys whose save was flagged as a near-copy in this turn: keep_separate applies to them.
     flagged_keys: set[str] = field(default_factory=set)
@@ -94,6 +102,10 @@ class ToolContext:
 class ToolRefusal(Exception):
     """A call the model can correct; the message goes back to it as the result."""
 
+
+# A turn may ask for this many writes per write it is allowed: refusals (near-copies, the
+# ceiling) are for the model to answer, within reason.
+WRITE_CALLS_PER_WRITE = 3
 
 MEMORY_OFF_RESULT = {
     "status": "memory_off",
@@ -112,8 +124,15 @@ def run_tool(context: ToolContext, name: str, raw_arguments: str) -> str:
         if name in WRITE_TOOLS:
             if context.writes >= settings.MEMORY_MAX_WRITES_PER_TURN:
                 raise ToolRefusal(f"at most {settings.MEMORY_MAX_WRITES_PER_TURN} memory writes per turn; stop here")
-            context.writes += 1
+            if context.write_calls >= settings.MEMORY_MAX_WRITES_PER_TURN * WRITE_CALLS_PER_WRITE:
+                raise ToolRefusal("too many memory writes asked for in this turn; stop here")
+            # Each call embeds the text it writes, whatever becomes of it: bounded too.
+            context.write_calls += 1
         result = _HANDLERS[name](context, **arguments)
+        if name in WRITE_TOOLS and result.get("status") in _WRITTEN:
+            # Only what was applied, or put to the person, spends the budget: a save refused
+            # as a near-copy, or one that changed nothing, leaves room for the real one.
+            context.writes += 1
     except ToolRefusal as refusal:
         result = {"status": "error", "error": str(refusal)}
     except MemoryOff:
@@ -142,8 +161,10 @@ def run_tool(context: ToolContext, name: str, raw_arguments: str) -> str:
     return json.dumps(result, ensure_ascii=False)
 
 
-# Results that leave the model nothing to decide: the write was applied (or put to the person).
-_SETTLED = frozenset({"saved", "updated", "deleted", "proposed", "unchanged"})
+# Results of a write that was applied, or put to the person.
+_WRITTEN = frozenset({"saved", "updated", "deleted", "proposed"})
+# Results that leave the model nothing to decide.
+_SETTLED = _WRITTEN | {"unchanged"}
 
 
 def settles(result: str) -> bool:
@@ -225,6 +246,10 @@ def _save_memory(
         exclude_category=Category.EPISODE,
         in_use_only=True,
     )
+    if (same := _already_kept(draft, existing, nearest)) is not None:
+        # The same save again (a retried turn, a model repeating itself): nothing to
+        # record, nothing to show; the model is told as update_memory would tell it.
+        return {"status": "unchanged", "key": same.key}
     if existing is not None and existing.is_protected:
         return _propose(context, existing, MemoryProposal.Kind.UPDATE, draft, reason="the coach saved new text")
     safety = draft.category in PROTECTED_CATEGORIES
@@ -281,6 +306,21 @@ def _save_memory(
             "which the person will be offered to merge"
         )
     return result
+
+
+def _already_kept(draft: MemoryDraft, existing: Memory | None, nearest: list[SimilarMemory]) -> Memory | None:
+    """The memory that already holds exactly this draft: the one under its key, or (a safety
+    note is kept under a neutral key, so a second save of it finds no key) the closest
+    memory, when its text, kind and dates are the draft's own."""
+    candidates = [existing] if existing is not None else []
+    candidates += [match.memory for match in nearest[:1]]
+    for memory in candidates:
+        # A match is read without its note: the summary rules most out before it is loaded.
+        if (memory.tier, memory.category, memory.summary) != (draft.tier, draft.category, draft.summary):
+            continue
+        if replace(MemoryDraft.of(memory), key=draft.key) == draft:
+            return memory
+    return None
 
 
 def _update_memory(

@@ -137,7 +137,8 @@ def test_keep_separate_without_a_flag_first_is_checked_like_any_save(user: User,
     context = ToolContext(user=user)
     save(context, "talk-june", "Giving a talk in June")
 
-    result = save(ToolContext(user=user), "talk-june-again", "Giving a talk in June", keep_separate=True)
+    # Reworded: the very same text would be unchanged, flagged or not.
+    result = save(ToolContext(user=user), "talk-june-again", "Giving a talk in June at the library", keep_separate=True)
 
     assert result["status"] == "not_saved"
     assert Memory.objects.filter(user=user).count() == 1

@@ -327,6 +327,35 @@ def test_saving_again_under_the_same_key_is_an_update_never_a_copy_of_itself(use
     assert Memory.objects.filter(user=user).count() == 1
 
 
+def test_the_same_save_again_changes_nothing_and_says_unchanged(user: User) -> None:
+    # A turn killed after its save ran, then retried, sends the very same save again.
+    first = ToolContext(user=user)
+    assert save(user, "swims", "Swims on Tuesdays", context=first)["status"] == "saved"
+    retry = ToolContext(user=user)
+
+    again = save(user, "swims", "Swims on Tuesdays", context=retry)
+
+    assert again == {"status": "unchanged", "key": "swims"}
+    assert retry.changes == [] and retry.writes == 0
+    memory = memory_named(user, "swims")
+    assert list(MemoryEvent.objects.filter(user=user, memory_id=memory.pk).values_list("action", flat=True)) == [
+        "created"
+    ]
+
+
+def test_the_same_safety_note_saved_again_is_unchanged_not_a_second_neutral_copy(user: User) -> None:
+    fields = {"tier": "profile", "category": "allergy"}
+    assert save(user, "peanuts", "Allergic to peanuts", **fields)["status"] == "saved"
+    retry = ToolContext(user=user)
+
+    again = save(user, "peanuts", "Allergic to peanuts", context=retry, **fields)
+
+    assert again["status"] == "unchanged" and again["key"] != "peanuts"
+    assert Memory.objects.filter(user=user).count() == 1
+    assert MemoryEvent.objects.filter(user=user).count() == 1
+    assert retry.changes == []
+
+
 def test_recall_opens_full_notes_by_key(user: User) -> None:
     make_memory(
         user,
@@ -352,6 +381,31 @@ def test_writes_stop_at_the_per_turn_limit(user: User, settings) -> None:
     assert [r["status"] for r in results] == ["saved", "saved", "error"]
     assert "at most 2 memory writes per turn" in results[2]["error"]
     assert call(user, "recall_memory", context, keys=["note-0"])["memories"]
+
+
+def test_refused_saves_leave_the_turns_writes_for_the_real_one(user: User, settings) -> None:
+    settings.MEMORY_MAX_WRITES_PER_TURN = 3
+    context = ToolContext(user=user)
+    assert save(user, "club-runs", "Runs with her club on Saturdays", context=context)["status"] == "saved"
+    # Three near-copies the dedup check refuses, then a new fact.
+    refused = [save(user, f"club-{n}", "Runs with the club on Saturdays", context=context) for n in range(3)]
+
+    real = save(user, "talk", "Giving a talk in June", context=context)
+
+    assert [r["status"] for r in refused] == ["not_saved"] * 3
+    assert real["status"] == "saved" and context.writes == 2
+
+
+def test_a_turn_cannot_ask_for_writes_without_end(user: User, settings) -> None:
+    settings.MEMORY_MAX_WRITES_PER_TURN = 2
+    context = ToolContext(user=user)
+    save(user, "club-runs", "Runs with her club on Saturdays", context=context)
+
+    results = [save(user, f"club-{n}", "Runs with the club on Saturdays", context=context) for n in range(8)]
+
+    assert [r["status"] for r in results[:5]] == ["not_saved"] * 5
+    assert {r["status"] for r in results[5:]} == {"error"}
+    assert "too many memory writes" in results[-1]["error"]
 
 
 def test_an_embedding_outage_is_a_result_the_turn_survives(user: User, model_server: ModelServer) -> None:
