@@ -9,8 +9,8 @@ legacy `delta.function_call` of servers that predate tools. This module takes th
 Some send a call in both dialects at once: llama-cpp-python's server (0.3.x) puts each
 piece in `delta.tool_calls[0]` and again, the same name and arguments, in the legacy
 `delta.function_call` of the same chunk. Taken as two calls, one save would run twice and
-count twice against the turn's write cap; a legacy piece that mirrors a `tool_calls` piece
-of its own delta is therefore ignored.
+count twice against the turn's write cap; so a legacy piece that mirrors a `tool_calls`
+piece of its own delta is ignored, and counted (`check_model` tells the operator).
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ class _Call:
 class ToolCallAssembler:
     """Feed it every delta's tool-call pieces in order; `calls()` gives the finished calls."""
 
+    # Legacy `function_call` pieces passed over because they repeated a `tool_calls` piece.
+    mirrored_legacy_pieces: int = 0
     _calls: list[_Call] = field(default_factory=list)
     _by_index: dict[object, _Call] = field(default_factory=dict)
     _by_id: dict[str, _Call] = field(default_factory=dict)
@@ -44,8 +46,12 @@ class ToolCallAssembler:
         for part in parts:
             self._add(part)
         legacy = delta.get("function_call")
-        # A legacy piece that repeats a tool_calls piece of its own delta is that piece again.
-        if isinstance(legacy, dict) and not any(_mirrors(legacy, part) for part in parts):
+        if not isinstance(legacy, dict):
+            return
+        if any(_mirrors(legacy, part) for part in parts):
+            # That piece again, in the other dialect.
+            self.mirrored_legacy_pieces += 1
+        else:
             self._add({"index": _LEGACY, "function": legacy})
 
     def calls(self) -> list[tuple[str, str, str]]:
