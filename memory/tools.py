@@ -12,6 +12,7 @@ nothing, and its result says memory is off.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -50,10 +51,11 @@ from memory.selectors import (
     SimilarMemory,
     memories_by_keys,
     memories_by_similarity,
+    memories_of_another_model,
     memory_by_key,
     memory_by_key_and_similar,
 )
-from memory.services import memory_delete, memory_save
+from memory.services import memories_reembed, memory_delete, memory_save
 from memory.tool_schemas import (
     DEDUP_CANDIDATES,
     DEFAULT_DUE_TIME,
@@ -97,6 +99,8 @@ class ToolContext:
     flagged_keys: set[str] = field(default_factory=set)
     # What the turn's calls did, in order, for the chat to show quietly.
     changes: list[MemoryChange] = field(default_factory=list)
+    # The embedding model the person's memories were last found (or brought) up to.
+    embedded_by: str | None = None
 
 
 class ToolRefusal(Exception):
@@ -234,6 +238,7 @@ def _save_memory(
         if existing is not None and existing.is_protected:
             return _propose(context, existing, MemoryProposal.Kind.UPDATE, draft, reason="the coach saved new text")
         raise
+    _embedded_alike(context, embedding.model)
     # Writes check that memory is on as they lock the person's row (memory.store.lock_user).
     existing, nearest = memory_by_key_and_similar(
         user=context.user,
@@ -308,15 +313,37 @@ def _save_memory(
     return result
 
 
+def _embedded_alike(context: ToolContext, model: str) -> None:
+    """Before a near-copy check or a search, which compare embeddings of one model: the
+    person's memories embedded by another (EMBEDDING_MODEL changed, and the hourly
+    re-embedding has not reached them yet) are embedded again now, so that the check sees
+    every memory. Cheaper than embedding each new text with every older model too, which
+    may not even be served any more: once per person, not once per save. Looked at once a
+    turn: what the turn saves itself is embedded by `model`."""
+    if context.embedded_by == model:
+        return
+    context.embedded_by = model
+    user = context.user
+    if memories_of_another_model(user=user, model=model):
+        # If the model fails now, the check goes on with what it can compare; the hourly
+        # job tries again.
+        with contextlib.suppress(LLMError):
+            memories_reembed(user=user)
+
+
 def _already_kept(draft: MemoryDraft, existing: Memory | None, nearest: list[SimilarMemory]) -> Memory | None:
     """The memory that already holds exactly this draft: the one under its key, or (a safety
     note is kept under a neutral key, so a second save of it finds no key) the closest
-    memory, when its text, kind and dates are the draft's own."""
+    memory the coach wrote, when its text, kind and dates are the draft's own. What the
+    person wrote is never taken for the coach's own save: a copy of it is offered to them
+    to merge, as any look-alike is."""
     candidates = [existing] if existing is not None else []
     candidates += [match.memory for match in nearest[:1]]
     for memory in candidates:
         # A match is read without its note: the summary rules most out before it is loaded.
         if (memory.tier, memory.category, memory.summary) != (draft.tier, draft.category, draft.summary):
+            continue
+        if memory is not existing and memory.source != Source.COACH:
             continue
         if replace(MemoryDraft.of(memory), key=draft.key) == draft:
             return memory
@@ -390,6 +417,7 @@ def _search_memories(context: ToolContext, *, query: str, limit: int | None) -> 
         raise ToolRefusal("the query is empty")
     limit = max(1, min(limit or settings.MEMORY_SEARCH_LIMIT, settings.MEMORY_SEARCH_LIMIT))
     embedding = embed_query(query)
+    _embedded_alike(context, embedding.model)
     found = memories_by_similarity(
         user=context.user, vector=embedding.vector, model=embedding.model, limit=limit, in_use_only=True
     )

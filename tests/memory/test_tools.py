@@ -282,22 +282,26 @@ def test_search_ranks_the_users_memories_by_meaning(user: User) -> None:
     assert found[0]["similarity"] > found[1]["similarity"]
 
 
-def test_a_search_costs_one_query_however_many_it_finds_and_shows_no_notes(
+def test_a_search_costs_two_queries_however_many_it_finds_and_shows_no_notes(
     user: User, django_assert_num_queries
 ) -> None:
     for n in range(12):
         make_memory(user, f"note-{n}", summary=f"Shoulder note {n}", content=f"The whole note {n}, long.")
+    context = ToolContext(user=user)
 
-    with django_assert_num_queries(1) as queries:
-        found = call(user, "search_memories", query="shoulder", limit=None)["memories"]
+    # Whether any memory is embedded by another model (once a turn), then the search.
+    with django_assert_num_queries(2) as queries:
+        found = call(user, "search_memories", context, query="shoulder", limit=None)["memories"]
+    with django_assert_num_queries(1):
+        call(user, "search_memories", context, query="knee", limit=None)
 
     assert len(found) == 8
     assert all(set(match) == {"key", "tier", "category", "summary", "similarity"} for match in found)
     # The notes themselves are neither read nor decrypted.
-    assert '"memory_memory"."content"' not in queries.captured_queries[0]["sql"]
+    assert '"memory_memory"."content"' not in queries.captured_queries[-1]["sql"]
 
 
-def test_a_new_memory_costs_five_round_trips_one_transaction_and_one_embedding(
+def test_a_new_memory_costs_six_round_trips_one_transaction_and_one_embedding(
     transactional_db: None, user: User, model_server: ModelServer
 ) -> None:
     # Outside a test's transaction, as in production: no savepoints among the queries.
@@ -307,10 +311,11 @@ def test_a_new_memory_costs_five_round_trips_one_transaction_and_one_embedding(
     with CaptureQueriesContext(connection) as captured:
         assert save(user, "swims", "Swims on Tuesdays")["status"] == "saved"
 
-    # Its key and its near-copies read together; then the person's row locked, the store
-    # and the key read after it; the memory written with its event; and done.
+    # Whether any memory is embedded by another model; its key and its near-copies read
+    # together; then the person's row locked, the store and the key read after it; the
+    # memory written with its event; and done.
     statements = [query["sql"].split()[0] for query in captured.captured_queries]
-    assert statements == ["SELECT", "BEGIN", "SELECT", "WITH", "COMMIT"]
+    assert statements == ["SELECT", "SELECT", "BEGIN", "SELECT", "WITH", "COMMIT"]
     assert sum(1 for request in model_server.requests if request.path.endswith("/embeddings")) == embeddings_before + 1
     event = MemoryEvent.objects.get(user=user, memory_id=memory_named(user, "swims").pk)
     assert (event.action, event.actor, event.after_fields()["summary"]) == ("created", "coach", "Swims on Tuesdays")
