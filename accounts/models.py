@@ -10,6 +10,7 @@ from django.contrib.auth.models import AbstractBaseUser, BaseUserManager, Permis
 from django.contrib.sessions.base_session import AbstractBaseSession, BaseSessionManager
 from django.db import models
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 DEFAULT_TIME_ZONE = "UTC"
 
@@ -80,6 +81,6 @@ class LoginSession(AbstractBaseSession):
 
     @classmethod
     def get_session_store_class(cls) -> type:
-        from accounts.sessions import SessionStore
-
-        return SessionStore
+        # The engine names this model, so the model finds the engine by its setting: no
+        # import of it here, which would make the two import each other.
+        return import_string(f"{settings.SESSION_ENGINE}.SessionStore")

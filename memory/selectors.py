@@ -7,8 +7,8 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from django.db.models import Exists, OuterRef, QuerySet
+from pgvector.django import CosineDistance
 
-from memory import statements
 from memory.models import Memory, MemoryEvent, MemoryOverlap, MemoryProposal, PrivateTextViewing, key_digest
 from memory.policy import MemoryFacts
 
@@ -33,18 +33,28 @@ def memory_list_for_user(*, user: User, in_use_only: bool = False) -> QuerySet[M
 def memories_for_prompt(*, user: User) -> list[Memory]:
     """Every memory of the person, without its embedding, newest change first: what each
     prompt's memory block is assembled from (every chat turn makes this read)."""
-    return statements.memories_of(user_id=user.pk)
+    return list(memory_list_for_user(user=user).order_by("-updated_at", "-pk"))
 
 
 def memory_facts_for_user(*, user: User) -> list[MemoryFacts]:
     """The policy's view of a person's store: plain columns, nothing decrypted."""
-    return statements.facts_of(user_id=user.pk)
+    rows = Memory.objects.filter(user=user).values_list("pk", "source", "category", "tier", "updated_at")
+    return [
+        MemoryFacts(ref=pk, source=source, category=category, tier=tier, updated_at=at)
+        for pk, source, category, tier, at in rows
+    ]
 
 
 def memory_by_key(*, user: User, key: str, in_use_only: bool = False) -> Memory | None:
     """The person's memory named `key`, found by its digest (keys are encrypted), without
     its embedding."""
-    return statements.memory_keyed(user_id=user.pk, digest=key_digest(user.pk, key), in_use_only=in_use_only)
+    keyed = memory_list_for_user(user=user, in_use_only=in_use_only).filter(key_digest=key_digest(user.pk, key))
+    return keyed.order_by("pk").first()
+
+
+# A match of a similarity search is shown and recorded by these alone: the note itself (the
+# longest text) is neither read nor decrypted.
+MATCH_FIELDS = ("id", "key", "tier", "category", "summary")
 
 
 def memories_by_similarity(
@@ -55,9 +65,10 @@ def memories_by_similarity(
     limit: int,
     exclude_category: str | None = None,
     in_use_only: bool = False,
+    exclude_key: str | None = None,
 ) -> list[SimilarMemory]:
     """The user's memories nearest to `vector`, nearest first (each with its key, tier,
-    category and summary).
+    category and summary), but those of `exclude_category` and the one named `exclude_key`.
 
     An exact scan, on purpose: the user filter (on the user_id index) leaves at most a few
     hundred rows, which PostgreSQL compares in well under a millisecond. An approximate
@@ -65,19 +76,19 @@ def memories_by_similarity(
     have to be filtered after the fact, where it can silently return fewer rows.
     Only embeddings of the current model are comparable; others wait for re-embedding.
     """
-    nearest = statements.memories_nearest(
-        user_id=user.pk,
-        vector=vector,
-        model=model,
-        limit=limit,
-        exclude_category=exclude_category,
-        in_use_only=in_use_only,
+    candidates = memory_list_for_user(user=user, in_use_only=in_use_only).filter(
+        embedding_model=model, embedding__isnull=False
     )
-    return _similar(nearest)
-
-
-def _similar(nearest: list[tuple[Memory, float]]) -> list[SimilarMemory]:
-    return [SimilarMemory(memory=memory, similarity=round(1.0 - distance, 4)) for memory, distance in nearest]
+    if exclude_category is not None:
+        candidates = candidates.exclude(category=exclude_category)
+    if exclude_key is not None:
+        candidates = candidates.exclude(key_digest=key_digest(user.pk, exclude_key))
+    nearest = (
+        candidates.only(*MATCH_FIELDS)
+        .annotate(distance=CosineDistance("embedding", vector))
+        .order_by("distance", "pk")[:limit]
+    )
+    return [SimilarMemory(memory=memory, similarity=round(1.0 - memory.distance, 4)) for memory in nearest]
 
 
 def memory_by_key_and_similar(
@@ -91,17 +102,18 @@ def memory_by_key_and_similar(
     in_use_only: bool = False,
 ) -> tuple[Memory | None, list[SimilarMemory]]:
     """memory_by_key, and memories_by_similarity leaving that memory out: what a save by
-    key compares itself with, in one round trip."""
-    keyed, nearest = statements.memory_keyed_and_nearest(
-        user_id=user.pk,
-        digest=key_digest(user.pk, key),
+    key compares itself with."""
+    keyed = memory_by_key(user=user, key=key, in_use_only=in_use_only)
+    nearest = memories_by_similarity(
+        user=user,
         vector=vector,
         model=model,
         limit=limit,
         exclude_category=exclude_category,
         in_use_only=in_use_only,
+        exclude_key=key,
     )
-    return keyed, _similar(nearest)
+    return keyed, nearest
 
 
 def memories_of_another_model(*, user: User, model: str) -> bool:

@@ -15,13 +15,11 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from infra.llm import Embedding
-from infra.sql_rows import insert, insert_linked
 from memory.drafts import MemoryDraft, MemoryNoRoom, MemoryOff
 from memory.keys import is_neutral, needs_neutral_key, neutral_key
 from memory.models import Memory, MemoryEvent, key_digest
 from memory.policy import Eviction, MemoryFacts, coach_write_refusal, plan_eviction
 from memory.selectors import memory_facts_for_user
-from memory.statements import memory_enabled_locked, store_locked
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -34,15 +32,17 @@ def lock_user(user: User, *, actor: str | None = None) -> None:
     so two concurrent saves must not both plan against the same 60 rows. A write by the
     coach is refused (MemoryOff) while the person has memory off, read from the row it
     locks, so no write slips in after they turned it off."""
-    _refuse_if_off(memory_enabled_locked(user_id=user.pk), actor=actor)
+    people = get_user_model().objects.select_for_update()
+    _refuse_if_off(people.values_list("memory_enabled", flat=True).get(pk=user.pk), actor=actor)
 
 
 def lock_user_for_key(user: User, key: str, *, actor: str) -> tuple[list[MemoryFacts], Memory | None]:
     """lock_user, then the store as store_facts reads it and the memory named `key` (whole,
-    and locked too): what a write by key reads, in one round trip."""
-    memory_enabled, facts, keyed = store_locked(user_id=user.pk, digest=key_digest(user.pk, key))
-    _refuse_if_off(memory_enabled, actor=actor)
-    return facts, keyed
+    and locked too): what a write by key reads. Read after the lock, so each sees what
+    the write it waited for left."""
+    lock_user(user, actor=actor)
+    keyed = Memory.objects.select_for_update().filter(user=user, key_digest=key_digest(user.pk, key))
+    return store_facts(user), keyed.order_by("pk").first()
 
 
 def _refuse_if_off(memory_enabled: bool, *, actor: str | None) -> None:
@@ -51,16 +51,10 @@ def _refuse_if_off(memory_enabled: bool, *, actor: str | None) -> None:
 
 
 def write_memory(memory: Memory, event: MemoryEvent) -> None:
-    """Write the row of a memory a draft was applied to, and the event recording it: a new
-    one (most saves are) with its event in one statement the ORM need not compile, a
-    changed one saved, then its event added."""
-    if memory._state.adding:
-        memory.set_key_digest()
-        insert_linked(memory, event, link="memory_id")
-    else:
-        memory.save()
-        event.memory_id = memory.pk
-        insert(event)
+    """Write the row of a memory a draft was applied to, then the event recording it."""
+    memory.save()
+    event.memory_id = memory.pk
+    event.save(force_insert=True)
 
 
 def store_facts(user: User) -> list[MemoryFacts]:
@@ -145,10 +139,9 @@ def erase_for_user(memory: Memory, *, action: str, now: datetime) -> None:
 
 
 def record_event(memory: Memory, **fields: Any) -> MemoryEvent:
-    """Write the event `memory_event(memory, **fields)` makes. Every memory write records
-    one: inserted by SQL the ORM need not compile."""
+    """Write the event `memory_event(memory, **fields)` makes: every memory write records one."""
     event = memory_event(memory, **fields)
-    insert(event)
+    event.save(force_insert=True)
     return event
 
 

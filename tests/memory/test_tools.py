@@ -301,7 +301,7 @@ def test_a_search_costs_two_queries_however_many_it_finds_and_shows_no_notes(
     assert '"memory_memory"."content"' not in queries.captured_queries[-1]["sql"]
 
 
-def test_a_new_memory_costs_six_round_trips_one_transaction_and_one_embedding(
+def test_a_new_memory_is_one_transaction_after_its_reads_and_one_embedding(
     transactional_db: None, user: User, model_server: ModelServer
 ) -> None:
     # Outside a test's transaction, as in production: no savepoints among the queries.
@@ -311,11 +311,11 @@ def test_a_new_memory_costs_six_round_trips_one_transaction_and_one_embedding(
     with CaptureQueriesContext(connection) as captured:
         assert save(user, "swims", "Swims on Tuesdays")["status"] == "saved"
 
-    # Whether any memory is embedded by another model; its key and its near-copies read
-    # together; then the person's row locked, the store and the key read after it; the
-    # memory written with its event; and done.
+    # Whether any memory is embedded by another model, the key, its near-copies; then, in
+    # one transaction, the person's row locked, the key (locked) and the store read after
+    # it, the memory written, its event.
     statements = [query["sql"].split()[0] for query in captured.captured_queries]
-    assert statements == ["SELECT", "SELECT", "BEGIN", "SELECT", "WITH", "COMMIT"]
+    assert statements == [*["SELECT"] * 3, "BEGIN", *["SELECT"] * 3, "INSERT", "INSERT", "COMMIT"]
     assert sum(1 for request in model_server.requests if request.path.endswith("/embeddings")) == embeddings_before + 1
     event = MemoryEvent.objects.get(user=user, memory_id=memory_named(user, "swims").pk)
     assert (event.action, event.actor, event.after_fields()["summary"]) == ("created", "coach", "Swims on Tuesdays")
