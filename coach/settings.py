@@ -14,6 +14,7 @@ from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
+from infra.dbpool import connection_check
 from infra.environment import (
     DEFAULT_OFFLINE_COACH_URL,
     env_bool,
@@ -153,10 +154,16 @@ DATABASES["default"]["CONN_MAX_AGE"] = 0
 DATABASES["default"].setdefault("OPTIONS", {}).update(
     {
         "pool": {
-            "min_size": 1,
+            # Connections kept open while idle, so a burst of requests need not wait for
+            # new ones to be made.
+            "min_size": env_int("DATABASE_POOL_MIN_SIZE", default=1),
             "max_size": env_int("DATABASE_POOL_MAX_SIZE", default=20),
             # A request that cannot get a connection this soon fails rather than hangs.
             "timeout": env_float("DATABASE_POOL_TIMEOUT_SECONDS", default=10.0),
+            # Each connection is checked as it is handed out, so after the database restarts
+            # no request fails on one the server closed (CONN_HEALTH_CHECKS' check alone
+            # makes a request wait seconds per closed connection: infra/dbpool.py).
+            "check": connection_check,
         },
         # An unreachable database fails in seconds, not after the OS's TCP timeout.
         "connect_timeout": 5,
