@@ -12,6 +12,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -71,11 +72,28 @@ def wait_until(condition: Callable[[], bool], timeout: float = 30) -> None:
 
 def restarted(database: LocalService, how: signal.Signals) -> None:
     """The postmaster sent `how` (SIGINT: a fast shutdown, each session told "terminating
-    connection due to administrator command"; SIGKILL: a crash), then started again at the
-    same address once it is gone."""
-    os.kill(database.pid(), how)
-    wait_until(lambda: not database.alive())
+    connection due to administrator command"; SIGKILL: a crash, its sessions left to find
+    out), then started again at the same address once all its processes are gone."""
+    postmaster = database.pid()
+    sessions = _children(postmaster)
+    os.kill(postmaster, how)
+    # Until the postmaster is reaped it counts as running, and is not started again; until
+    # its sessions end, a new one could not take the shared memory they hold.
+    wait_until(lambda: not database.alive() and not any(_running(pid) for pid in sessions))
     database.restart()
+
+
+def _children(pid: int) -> list[int]:
+    tasks = Path(f"/proc/{pid}/task").iterdir()
+    return [int(child) for task in tasks for child in (task / "children").read_text().split()]
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state not in ("Z", "X")  # a zombie has ended; only its parent has yet to hear
 
 
 @pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL], ids=["fast-restart", "killed"])
