@@ -106,6 +106,9 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "allauth.account.middleware.AccountMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # A database that refuses writes (a standby, or set read-only) gives the page's own
+    # error, 503, rather than a 500 (its process_exception is asked first, being inside).
+    "coach.middleware.WritesRefusedAnswered",
     # Last, and synchronous only: no page the app renders is kept by a browser or a proxy
     # cache (most hold someone's data). Being synchronous and innermost, it makes everything
     # between it and the static files one synchronous block, which a request enters once

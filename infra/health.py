@@ -46,15 +46,22 @@ def redis_problem(url: str) -> str | None:
 
 
 def database_problem() -> str | None:
-    """Ask the app's own database connection, the one requests use, then give it back."""
+    """Ask the app's own database connection, the one requests use, then give it back.
+    A database that answers but refuses writes (a hot standby, or one set read-only) is a
+    problem too: every form that saves would fail."""
     try:
         with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
+            cursor.execute("SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'")
+            in_recovery, read_only = cursor.fetchone()
     except Exception as error:
         return first_line(error)
     finally:
         # Back to the pool (or, if it broke, away): never kept by a health-check thread.
         connection.close()
+    if in_recovery:
+        return "read-only: it refuses writes (a hot standby, in recovery)"
+    if read_only:
+        return "read-only: it refuses writes (default_transaction_read_only is on)"
     return None
 
 
