@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 from django.test import Client
 from django.utils.html import escape
+from playwright.sync_api import Page, expect
 
 from accounts.models import User
 from coach.middleware import CANNOT_SAVE
@@ -20,6 +21,7 @@ from coach.views.pages import CANNOT_SAVE as MESSAGE_NOT_SAVED
 from offline_coach import ModelServer
 from tests.coach.factories import make_session
 from tests.coach.sse import post_form, session_cookie
+from tests.coach.test_chat_in_browser import send as send_in_browser
 from tests.coach.test_resumable_turn import app_env
 from tests.conftest import PASSWORD
 from tests.processes import app_process
@@ -119,3 +121,20 @@ def test_signing_in_is_refused_with_a_503_that_says_so(read_only_app: str, user:
 
     assert status == 503
     assert "<h1>We can't save right now</h1>" in body
+
+
+def test_in_the_browser_the_message_box_says_so_and_keeps_the_text(
+    read_only_app: str, page: Page, user: User, client: Client
+) -> None:
+    # The web process is asked first, so it stops after the page is closed (and checked).
+    session = make_session(user, "Hello", "Hello! What is on your mind?")
+    client.force_login(user)  # signing in is a write too: the login is made beforehand
+    page.context.add_cookies([{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": read_only_app}])
+    page.goto(f"{read_only_app}/chat/{session.pk}")
+
+    send_in_browser(page, TEXT)
+
+    expect(page.locator("#composer-error")).to_have_text(MESSAGE_NOT_SAVED)
+    expect(page.get_by_label("Message")).to_have_value(TEXT)
+    expect(page.get_by_role("button", name="Send")).to_be_enabled()
+    assert Message.objects.filter(session=session).count() == 2
