@@ -172,6 +172,10 @@ DATABASES["default"].setdefault("OPTIONS", {}).update(
         "connect_timeout": 5,
     }
 )
+_pool = DATABASES["default"]["OPTIONS"]["pool"]
+if not 0 <= _pool["min_size"] <= _pool["max_size"]:
+    # Said now, at start-up, rather than by the pool at the first request.
+    raise ImproperlyConfigured("DATABASE_POOL_MIN_SIZE must be between 0 and DATABASE_POOL_MAX_SIZE.")
 
 REDIS_URL = env_required(
     "REDIS_URL", why="the run and test commands start a local Redis when it is unset; elsewhere set it."
