@@ -43,8 +43,8 @@ def _server_spoke(conn: psycopg.Connection) -> bool:
 def _check_the_others(conn: psycopg.Connection) -> None:
     """One connection closed by the server means it went away and closed them all: check
     every idle one now (a closed one answers at once) rather than let the pool find them
-    one by one. The pool waits between one failed check and the next, 1 s, 2 s, 4 s...: with
-    eight closed connections, a request waited 13 s and failed on the pool's timeout."""
+    one by one, waiting longer before each try from the second on (1 s, 2 s, 4 s...): with
+    nine closed connections, a request waited past the pool's 10 s timeout and failed."""
     # The pool marks each connection it hands out as its own (psycopg's `_pool`).
     pool = getattr(conn, "_pool", None)
     if isinstance(pool, ConnectionPool):
