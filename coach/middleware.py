@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from asgiref.sync import iscoroutinefunction
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.middleware.csp import get_nonce
+from django.shortcuts import render
+from django.urls import reverse
 from django.utils.cache import patch_cache_control
 from django.utils.decorators import sync_and_async_middleware, sync_only_middleware
+from django.utils.http import url_has_allowed_host_and_scheme
+
+from infra.readonly import refuses_writes
+
+logger = logging.getLogger(__name__)
+
+# What a person reads when the database refuses writes (a standby after a failover, or
+# one set read-only), unless the view has words of its own.
+CANNOT_SAVE = "We can't save right now, so nothing was changed. Try again in a moment."
 
 
 @sync_and_async_middleware
@@ -104,3 +116,57 @@ def too_large_text() -> str:
         f"That is too much to send at once: a message can be up to {settings.COACH_MAX_MESSAGE_CHARS:,} "
         "characters. Try splitting it."
     )
+
+
+class WritesRefusedAnswered:
+    """A database that refuses writes gives the page's own error, with a 503, never a 500.
+
+    Reads still work, so pages show; only what saves fails, whichever view it is in. An
+    htmx request gets the words as plain text, which the page shows beside the form that
+    sent it (and a refused form keeps what was typed). A plain form post gets the page the
+    view names with `when_writes_refused`, or else a short page saying so.
+
+    Synchronous, like every middleware inside the static files (see never_stored)."""
+
+    sync_capable = True
+    async_capable = False
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not refuses_writes(exception):
+            return None
+        logger.warning("the database refuses writes: %s %s answered 503", request.method, request.path)
+        match = request.resolver_match
+        answer = getattr(match.func, "when_writes_refused", None) if match else None
+        if answer is not None:
+            return answer(request, **match.kwargs)
+        return cannot_save(request, CANNOT_SAVE)
+
+
+def when_writes_refused[V: Callable](answer: Callable[..., HttpResponse]) -> Callable[[V], V]:
+    """Name the page a view answers with when the database refuses its writes: `answer`
+    takes the request and the view's URL arguments (applied inside login_required and the
+    like, whose wrappers carry the name outward)."""
+
+    def named(view: V) -> V:
+        view.when_writes_refused = answer
+        return view
+
+    return named
+
+
+def cannot_save(request: HttpRequest, text: str) -> HttpResponse:
+    """503: `text` as plain words for an htmx request (its page shows them beside the form
+    that sent it), or, for a plain form post, a page saying nothing was changed, with the
+    way back to the form."""
+    if request.htmx:
+        return HttpResponse(text, status=503, content_type="text/plain; charset=utf-8")
+    back = request.headers.get("Referer", "")
+    if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
+        back = reverse("chat")
+    return render(request, "coach/cannot_save.html", {"back": back}, status=503)

@@ -14,6 +14,7 @@ from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
+from infra.dbpool import connection_check
 from infra.environment import (
     DEFAULT_OFFLINE_COACH_URL,
     env_bool,
@@ -105,6 +106,9 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "allauth.account.middleware.AccountMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # A database that refuses writes (a standby, or set read-only) gives the page's own
+    # error, 503, rather than a 500 (its process_exception is asked first, being inside).
+    "coach.middleware.WritesRefusedAnswered",
     # Last, and synchronous only: no page the app renders is kept by a browser or a proxy
     # cache (most hold someone's data). Being synchronous and innermost, it makes everything
     # between it and the static files one synchronous block, which a request enters once
@@ -153,15 +157,25 @@ DATABASES["default"]["CONN_MAX_AGE"] = 0
 DATABASES["default"].setdefault("OPTIONS", {}).update(
     {
         "pool": {
-            "min_size": 1,
+            # Connections kept open while idle, so a burst of requests need not wait for
+            # new ones to be made.
+            "min_size": env_int("DATABASE_POOL_MIN_SIZE", default=1),
             "max_size": env_int("DATABASE_POOL_MAX_SIZE", default=20),
             # A request that cannot get a connection this soon fails rather than hangs.
             "timeout": env_float("DATABASE_POOL_TIMEOUT_SECONDS", default=10.0),
+            # Each connection is checked as it is handed out, so after the database restarts
+            # no request fails on one the server closed (CONN_HEALTH_CHECKS' check alone
+            # makes a request wait seconds per closed connection: infra/dbpool.py).
+            "check": connection_check,
         },
         # An unreachable database fails in seconds, not after the OS's TCP timeout.
         "connect_timeout": 5,
     }
 )
+_pool = DATABASES["default"]["OPTIONS"]["pool"]
+if not 0 <= _pool["min_size"] <= _pool["max_size"]:
+    # Said now, at start-up, rather than by the pool at the first request.
+    raise ImproperlyConfigured("DATABASE_POOL_MIN_SIZE must be between 0 and DATABASE_POOL_MAX_SIZE.")
 
 REDIS_URL = env_required(
     "REDIS_URL", why="the run and test commands start a local Redis when it is unset; elsewhere set it."

@@ -1,8 +1,9 @@
 """Whether the app can serve: for load balancers and the run command.
 
 /healthz (ready): PostgreSQL and Redis answer, within HEALTH_DEADLINE_SECONDS whatever
-hangs. /livez (alive): the process answers requests at all; a load balancer restarts on
-this one, and stops sending traffic on the other.
+hangs (each on a thread of its own, so one hanging is never blamed on the other), and the
+database takes writes. /livez (alive): the process answers requests at all; a load
+balancer restarts on this one, and stops sending traffic on the other.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ HEALTH_DEADLINE_SECONDS = 1.5
 @require_GET
 @never_cache
 def healthz(request: HttpRequest) -> JsonResponse:
-    """200 when PostgreSQL and Redis answer; 503 naming each one that failed or is slow."""
+    """200 when PostgreSQL and Redis answer; 503 naming each one that failed, is slow, or
+    (the database) refuses writes."""
     problems = problems_within(
         {"database": database_problem, "redis": partial(redis_problem, settings.REDIS_URL)},
         HEALTH_DEADLINE_SECONDS,

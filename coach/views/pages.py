@@ -27,6 +27,7 @@ from redis import RedisError
 from coach import streams
 from coach.claims import message_retry
 from coach.limits import within_rate
+from coach.middleware import cannot_save, when_writes_refused
 from coach.models import ChatSession, Message
 from coach.selectors import (
     KeptMemory,
@@ -49,6 +50,7 @@ TOO_MANY_MESSAGES = "That is a lot of messages in a minute. Take a breath, then 
 TOO_MANY_SESSIONS = "You started several conversations just now. Wait a minute before starting another."
 CANNOT_STOP = "The reply can't be stopped just now; it will finish by itself in a moment."
 TOO_LONG = "That message is too long to send; the most is {most:,} characters. Try splitting it in two."
+CANNOT_SAVE = "We can't save right now; your text is kept in the box. Try again in a moment."
 
 
 @dataclass(frozen=True)
@@ -86,8 +88,18 @@ def landing(request: HttpRequest) -> HttpResponse:
     return render(request, "coach/landing.html", context)
 
 
+def _cannot_save_message(request: HttpRequest, pk: int | None = None) -> HttpResponse:
+    """The database refuses writes (coach/middleware.py): the message box says so, and
+    keeps the text, whether the page posted it with htmx or as a plain form."""
+    if request.htmx:
+        return cannot_save(request, CANNOT_SAVE)
+    session = session_to_write_in(user=request.user, pk=pk) if pk is not None else None
+    return _composer_error(request, CANNOT_SAVE, 503, session=session)
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
+@when_writes_refused(_cannot_save_message)
 def session_new(request: HttpRequest) -> HttpResponse:
     """GET: a fresh page to start a conversation. POST: start it with its first message (a
     conversation with nothing said is never made), once however often it is sent."""
@@ -127,6 +139,7 @@ def session_page(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
+@when_writes_refused(_cannot_save_message)
 def message_send(request: HttpRequest, pk: int) -> HttpResponse:
     """Save the person's message (once) and start its turn; hand the page the reply to follow."""
     text, error = _posted_text(request)

@@ -54,6 +54,13 @@ def test_a_database_url_that_is_not_postgresql_is_refused_by_name() -> None:
     assert "DATABASE_URL must point at PostgreSQL" in result.stderr
 
 
+def test_a_pool_asked_to_keep_more_connections_than_it_may_open_is_refused_by_name() -> None:
+    result = run_django(["manage.py", "check"], DATABASE_POOL_MIN_SIZE="30", DATABASE_POOL_MAX_SIZE="20")
+
+    assert result.returncode != 0
+    assert "DATABASE_POOL_MIN_SIZE must be between 0 and DATABASE_POOL_MAX_SIZE" in result.stderr
+
+
 def test_development_sends_mail_to_the_console_without_an_smtp_host() -> None:
     result = run_django(
         ["-c", "import django; django.setup(); from django.conf import settings; print(settings.MAILERS)"],
