@@ -56,6 +56,10 @@ class Email(models.Model):
     Its life: planned `queued` (no text yet); drafted by the send task, still `queued`;
     claimed `sending` by one task with a conditional UPDATE; then `sent`, `failed` (with
     the error) or `skipped` (with the reason: unsubscribed, too like an earlier email).
+    `sent_unconfirmed`: the whole email went to the SMTP server, which never answered its
+    end (a timeout, a dropped connection, a worker killed while it waited). The server may
+    have delivered it, so it is never sent again, and it counts as sent wherever the coach
+    recalls what it wrote.
     """
 
     class Kind(models.TextChoices):
@@ -67,6 +71,7 @@ class Email(models.Model):
         QUEUED = "queued"
         SENDING = "sending"
         SENT = "sent"
+        SENT_UNCONFIRMED = "sent_unconfirmed", "Sent, unconfirmed"
         FAILED = "failed"
         SKIPPED = "skipped"
 
@@ -87,9 +92,17 @@ class Email(models.Model):
     # at once and sets this a visibility timeout ahead, so only a lost task is sent again;
     # an email kept back by quiet hours waits here for the person's next sending time.
     send_after = models.DateTimeField(default=timezone.now)
-    # When a task claimed it for sending; a claim older than EMAIL_CLAIM_STALE_SECONDS
-    # belongs to a worker that died, and may be taken over.
+    # When a task claimed it for sending, who did (the Celery node's name and the process
+    # id: a worker that starts again under the same name releases what it held), and the
+    # claim's own token, which every later step of that attempt must still match. A claim
+    # older than EMAIL_CLAIM_STALE_SECONDS belongs to a worker that died.
     claimed_at = models.DateTimeField(null=True, blank=True)
+    # A default in the database too: planning inserts rows in SQL, naming only its columns.
+    claimed_by = models.CharField(max_length=255, blank=True, db_default="")
+    claim_token = models.UUIDField(null=True, blank=True)
+    # When the end of its data (the final ".") was about to go to the SMTP server: from then
+    # on it may be delivered whatever else happens, so it is never sent again.
+    body_sent_at = models.DateTimeField(null=True, blank=True)
     # The Message-ID we generate before sending, so a copy sent twice is recognisable.
     provider_message_id = models.CharField(max_length=255, blank=True)
     attempts = models.PositiveIntegerField(default=0)
@@ -120,6 +133,10 @@ class Email(models.Model):
     def first_line(self) -> str:
         """What the email says after its greeting: how the last emails are quoted to the model."""
         return opening_line(self.body_text or "")
+
+
+# What the coach counts as written to the person: an unconfirmed email most likely arrived.
+WENT_OUT = (Email.Status.SENT, Email.Status.SENT_UNCONFIRMED)
 
 
 def opening_line(body: str) -> str:

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from coach.models import ChatSession
 from coach.selectors import summarised_sessions_between
+from emails.claims import claims_release_for_node, claims_release_stale
 from emails.models import Email
 from emails.schedule import SendingWindow, next_sending_time
 from emails.selectors import (
@@ -121,17 +122,14 @@ def session_recaps_plan(*, now: datetime | None = None) -> int:
 
 def emails_dispatch_due(*, now: datetime | None = None) -> int:
     """Hand to workers the queued emails whose time has come: kept back by quiet hours,
-    or whose task was lost. Returns how many.
+    given back for a retry whose task was lost, or whose task was lost. Returns how many.
 
     A claim older than EMAIL_CLAIM_STALE_SECONDS belongs to a worker that died between
-    claiming and recording the result: the email is queued again (see email_send for
-    why that is worth the rare duplicate)."""
+    claiming and recording the result: released first (emails/claims.py), it is queued
+    again if the end of the email had not gone, recorded sent-unconfirmed if it had."""
     now = now or timezone.now()
-    stale = now - timedelta(seconds=settings.EMAIL_CLAIM_STALE_SECONDS)
+    claims_release_stale(now=now)
     with transaction.atomic():
-        Email.objects.filter(status=Status.SENDING, claimed_at__lt=stale).update(
-            status=Status.QUEUED, claimed_at=None, send_after=now
-        )
         with connection.cursor() as cursor:
             # Each row handed out gets a new lease, so a second dispatcher (or the next
             # tick) leaves it alone while its task waits in the queue; SKIP LOCKED lets
@@ -151,6 +149,15 @@ def emails_dispatch_due(*, now: datetime | None = None) -> int:
             due = [row[0] for row in cursor.fetchall()]
         _send_on_commit(due)
     return len(due)
+
+
+def emails_worker_started(*, node: str, now: datetime | None = None) -> int:
+    """A worker named `node` is starting, before it takes any task: the claims its name
+    holds are its dead predecessor's, released now, and what is due (their emails among
+    it) is handed out at once. Returns how many emails were handed out."""
+    now = now or timezone.now()
+    claims_release_for_node(node=node, now=now)
+    return emails_dispatch_due(now=now)
 
 
 def weekly_episodes_plan(*, now: datetime | None = None) -> int:

@@ -21,7 +21,7 @@ from pgvector.django import CosineDistance
 from coach.communication import SentEmailsPart
 from coach.models import ChatSession, Message
 from emails import statements
-from emails.models import Email, EmailPreference
+from emails.models import WENT_OUT, Email, EmailPreference
 from emails.schedule import (
     CHECK_IN_MIN_GAP,
     EPISODE_LOCAL_HOUR,
@@ -52,9 +52,9 @@ class DueNudge:
 
 def emails_sent_to_user(*, user: User) -> QuerySet[Email]:
     """The communication tier: every email sent to the person, newest first (no vectors,
-    no HTML loaded)."""
+    no HTML loaded). One sent-unconfirmed counts: the server most likely delivered it."""
     return (
-        Email.objects.filter(user=user, status=Email.Status.SENT)
+        Email.objects.filter(user=user, status__in=WENT_OUT)
         .defer("embedding", "body_html")
         .order_by("-sent_at", "-created_at", "-pk")
     )
@@ -101,7 +101,7 @@ def email_closest_sent(*, user: User, vector: list[float], model: str) -> tuple[
     All of them, not the last few: a nudge like one sent two months ago repeats itself
     just the same. An exact scan of one person's emails (a few a week), like memory search."""
     closest = (
-        Email.objects.filter(user=user, status=Email.Status.SENT, embedding_model=model, embedding__isnull=False)
+        Email.objects.filter(user=user, status__in=WENT_OUT, embedding_model=model, embedding__isnull=False)
         .defer("embedding", "body_html")
         .annotate(distance=CosineDistance("embedding", vector))
         .order_by("distance", "pk")

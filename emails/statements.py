@@ -17,8 +17,8 @@ from infra.sql_rows import column_count, column_list, from_row, null_columns
 # HTML, the embedding, the sending's bookkeeping) is neither read nor decrypted.
 QUOTED = ("id", "kind", "subject", "body_text", "sent_at", "created_at")
 NOT_QUOTED = tuple(field.name for field in Email._meta.concrete_fields if field.name not in QUOTED)
-# The values sent_lately_sql names.
-SENT_LATELY_PARAMETERS = {"email_sent": Email.Status.SENT}
+# The values sent_lately_sql names: what went out (an unconfirmed email most likely arrived).
+SENT_LATELY_PARAMETERS = {"email_sent": Email.Status.SENT, "email_sent_unconfirmed": Email.Status.SENT_UNCONFIRMED}
 
 
 def emails_sent_lately(*, user_id: int, limit: int) -> list[Email]:
@@ -35,7 +35,8 @@ def sent_lately_sql(user_id: str) -> str:
     return f"""
         SELECT row_number() OVER (ORDER BY e.sent_at DESC, e.created_at DESC, e.id DESC) AS newest,
                {column_list(Email, "e", without=NOT_QUOTED)}
-        FROM {Email._meta.db_table} e WHERE e.user_id = {user_id} AND e.status = %(email_sent)s
+        FROM {Email._meta.db_table} e WHERE e.user_id = {user_id}
+          AND e.status IN (%(email_sent)s, %(email_sent_unconfirmed)s)
         ORDER BY newest LIMIT %(emails_limit)s
     """  # noqa: S608 (names from the model and the caller's SQL, values as parameters)
 
