@@ -360,6 +360,9 @@ EMAIL_REPEAT_THRESHOLD = env_float("EMAIL_REPEAT_THRESHOLD", default=0.9)
 # timeout); then the email is marked failed. Permanent ones (5xx) fail at once.
 EMAIL_SEND_MAX_RETRIES = env_int("EMAIL_SEND_MAX_RETRIES", default=5)
 EMAIL_RETRY_BACKOFF_SECONDS = env_float("EMAIL_RETRY_BACKOFF_SECONDS", default=60.0)
+# How long after its Sunday evening a person's week may still be written up as a weekly
+# episode: a write that failed, or a task that was lost, is asked for again until then.
+WEEKLY_EPISODE_DUE_DAYS = env_int("WEEKLY_EPISODE_DUE_DAYS", default=7)
 # How long the sender waits for each SMTP reply (RFC 5321 section 4.5.3.2): the greeting,
 # EHLO, STARTTLS, AUTH, MAIL and RCPT; DATA's 354; each block of the message sent; and the
 # reply to its end. Past the last, the email may have been delivered: it is recorded

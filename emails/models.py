@@ -150,13 +150,28 @@ def opening_line(body: str) -> str:
 
 
 class WeeklyEpisodeRequest(models.Model):
-    """The scheduler's note that a person's week was asked to be written up: one per
-    person and week, ever. So a week is written once, and an episode the person deleted
-    is not written again by the next tick of their Sunday evening."""
+    """The scheduler's record of one person's week: when it was asked to be written up,
+    how often, when it may be asked again, and when it was done. One per person and week.
+
+    The hourly planner reads what is due from the data (emails/selectors.py): a week whose
+    Sunday evening has come, that had a summarised session, that is not too old
+    (WEEKLY_EPISODE_DUE_DAYS), and that is not done. Asking sets `next_ask_at` a growing
+    pause ahead, so a write that failed, or a task that was lost, is asked for again at a
+    later tick. A write claims the week before it asks the model, and marks it done once
+    the episode is kept: so a week is written once, however many tasks write it at once,
+    and an episode the person deleted is never written again."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.DB_CASCADE, related_name="+")
     week_key = models.CharField(max_length=16)
     created_at = models.DateTimeField(default=timezone.now)
+    attempts = models.PositiveIntegerField(default=0)
+    next_ask_at = models.DateTimeField(default=timezone.now)
+    # While a task writes it: the others leave it alone (a claim lapses after a while).
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    # Written (or refused for good: the store had no room the coach may take, see `error`).
+    done_at = models.DateTimeField(null=True, blank=True)
+    # Why the last write failed, or why a done week has no episode.
+    error = models.TextField(blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["user", "week_key"], name="episode_once_per_user_week")]

@@ -7,8 +7,6 @@ an email that must wait is a row with a due time, which dispatch_due_emails pick
 
 from __future__ import annotations
 
-import logging
-
 from celery import Task, shared_task
 from celery.signals import worker_ready
 from celery.worker.consumer import Consumer
@@ -27,10 +25,6 @@ from emails.planning import (
 )
 from emails.sending import EmailTemporaryFailure, email_give_up, email_send
 from infra.dbsteps import release_connection
-from infra.llm import LLMError
-from memory.drafts import MemoryWriteError
-
-logger = logging.getLogger(__name__)
 
 
 def retry_countdown(retries: int) -> float:
@@ -74,7 +68,8 @@ def dispatch_due_emails() -> int:
 
 @shared_task(ignore_result=True)
 def plan_weekly_episodes() -> int:
-    """Every hour: people whose Sunday evening it is get their week written up."""
+    """Every hour: each person's week whose Sunday evening has come is asked to be written
+    up, until it is (or is too old): a failed or lost write is asked for again later."""
     return weekly_episodes_plan()
 
 
@@ -106,21 +101,12 @@ def send_email(self: Task, email_id: int) -> str:
         raise self.retry(countdown=retry_countdown(self.request.retries), exc=failure) from failure
 
 
-@shared_task(bind=True, acks_late=True, ignore_result=True)
-def write_weekly_episode(self: Task, user_id: int, week_key: str) -> None:
-    """Summarise one person's week as a weekly episode memory. A model outage is retried
-    with backoff; past that it is logged, and the next hourly tick of their Sunday
-    evening asks again."""
-    try:
-        weekly_episode_write(user_id=user_id, week_key=week_key)
-    except MemoryWriteError as refused:
-        # The store has no room a coach may take (fourteen episodes the person kept, say).
-        logger.info("the weekly episode %s of %s was not kept: %s", week_key, user_id, refused)
-    except LLMError as error:
-        if not error.retryable or self.request.retries >= settings.EMAIL_SEND_MAX_RETRIES:
-            logger.warning("the weekly episode %s of %s could not be written: %s", week_key, user_id, error)
-            return
-        raise self.retry(countdown=retry_countdown(self.request.retries), exc=error) from error
+@shared_task(acks_late=True, ignore_result=True)
+def write_weekly_episode(user_id: int, week_key: str) -> None:
+    """Summarise one person's week as a weekly episode memory, once. A model that fails is
+    not retried here: the week stays due, and the hourly planner asks again after a
+    growing pause, as it does for a task that was lost."""
+    weekly_episode_write(user_id=user_id, week_key=week_key)
 
 
 @worker_ready.connect
