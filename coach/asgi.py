@@ -4,8 +4,9 @@ Before Django sees a request, its body is held to REQUEST_BODY_MAX_BYTES: one th
 it is larger is answered 413 at once, from its headers, its body never read (Django would
 first spool all of it to disk); one that does not say, and runs past the limit, is cut off.
 
-Besides HTTP, the app speaks ASGI's lifespan protocol for two things. At startup the
-server's loop becomes the one turns run on (coach/runner.py), beside their readers. When
+Besides HTTP, the app speaks ASGI's lifespan protocol for three things. At startup the
+server's loop becomes the one turns run on (coach/runner.py), beside their readers, and
+the sweep of dead turns starts beside them (coach/sweep.py). When
 the server stops, the replies this process is writing get up to SHUTDOWN_GRACE_SECONDS to
 be finished and saved before the process exits. Their readers meanwhile reconnect to
 another process, or to this one once it is back, and pick up where they were.
@@ -96,13 +97,19 @@ async def _lifespan(receive: Receive, send: Send) -> None:
     from django.conf import settings
 
     from coach import runner
+    from coach.sweep import sweep_forever
 
+    sweeping: asyncio.Task[None] | None = None
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
             runner.serve_on(asyncio.get_running_loop())
+            # Its first run fails the turns a dead predecessor of this process left.
+            sweeping = asyncio.create_task(sweep_forever())
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
+            if sweeping is not None:
+                sweeping.cancel()
             writing = runner.running()
             if writing:
                 logger.info("stopping: waiting for %s replies being written to be saved", writing)

@@ -76,9 +76,18 @@ class Message(models.Model):
     client_id = models.UUIDField(null=True, blank=True)
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
-    # For a person's message: when a turn took it to answer. The sweeper judges a turn by
-    # this, never by when the message was written (a retry is a new claim).
+    # For a person's message: since when it waits for an answer (posted, or asked again). A
+    # message no turn took within TURN_START_SECONDS of this is failed, never before.
+    waiting_since = models.DateTimeField(null=True, blank=True)
+    # For a person's message: the attempt at answering it that holds it now (each attempt,
+    # the first and each retry, claims it with a token of its own), when it claimed it,
+    # which process runs it, and when that attempt last showed it was alive. A step that
+    # finishes a turn acts only while its attempt's token still holds, so a dead attempt's
+    # late step can never overwrite a live one's.
+    attempt = models.UUIDField(null=True, blank=True)
     claimed_at = models.DateTimeField(null=True, blank=True)
+    claimed_by = models.CharField(max_length=200, blank=True, default="")
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
     # For a reply: the tokens its turn cost, summed over the turn's model rounds (the memory
     # tools' rounds included), so an operator sees what memory costs. Estimated when the
     # provider did not say, and then marked so.

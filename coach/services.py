@@ -1,15 +1,14 @@
-"""Chat writes: sessions, a person's messages (saved before any model call), the claim on
-a turn, replies, and the sweep that ends turns whose process died.
+"""Chat writes: sessions, a person's messages (saved before any model call), ending
+sessions and keeping their summaries. The claim on a turn, its reply and the sweep are in
+coach/claims.py.
 
 A person's message is committed before the model is ever called, so whatever happens
-to the model, what they wrote is kept. A reply is saved whole, or marked interrupted (cut
-off) or stopped (by the person); the message it answers always ends answered or failed.
+to the model, what they wrote is kept.
 """
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -19,9 +18,8 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from coach.conversation import HISTORY_MAX_MESSAGES, Conversation, conversation_for_turn
 from coach.models import TITLE_MAX_CHARS, UNANSWERED, ChatSession, Message
-from coach.statements import message_add_unless_sent, message_claim, reply_add_if_held, session_locked
+from coach.statements import message_add_unless_sent, session_locked
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -29,8 +27,6 @@ if TYPE_CHECKING:
 # The same text sent again this soon, while the first is still unanswered, is one message
 # sent twice (two clicks, two tabs), not two messages.
 DUPLICATE_WINDOW_SECONDS = 60
-# Past its deadline a turn ends itself; the sweeper leaves it this much longer to say so.
-TURN_GRACE_SECONDS = 30
 # A session's summary taken by a worker this long ago and still not written is handed out
 # again (the summary task retries model outages for up to about ten minutes).
 SUMMARY_LEASE_SECONDS = 15 * 60
@@ -50,10 +46,6 @@ class _SentAlready(Exception):
     def __init__(self, message: Message) -> None:
         super().__init__(message.pk)
         self.message = message
-
-
-class TurnLost(Exception):
-    """A turn tried to finish a message it no longer holds (swept, or answered meanwhile)."""
 
 
 def session_start(
@@ -142,6 +134,7 @@ def _message_added(
             status=Message.Status.PENDING,
             client_id=client_id,
             created_at=now,
+            waiting_since=now,
         )
         session.last_message_at = now
         if session.ended_at is not None:
@@ -167,120 +160,6 @@ def _message_added(
             # The same words again while the first are unanswered (two tabs): taken back.
             raise _SentAlready(found)
     return message
-
-
-def turn_claim(*, message_id: int, user_id: int, now: datetime | None = None) -> Message | None:
-    """Take the right to answer the person's message: the message, read with its
-    conversation and its person. Only one turn may run per message: a second start for it
-    (a reload, another tab, another process) gets None, as does anyone else's message."""
-    claim = message_claim(message_id=message_id, user_id=user_id, now=now or timezone.now())
-    return None if claim is None else claim.message
-
-
-def turn_begin(*, user_id: int, message_id: int, now: datetime) -> tuple[User, Message, Conversation] | None:
-    """Claim the person's message and assemble what the model is sent, in one transaction:
-    a claim whose conversation could not be assembled is not left standing. None when the
-    message is not theirs, not waiting, or another turn has it."""
-    with transaction.atomic():
-        # The claim, and in the same statement all the turn reads: the message, the
-        # conversation's last messages, the person's memories and the emails lately sent to
-        # them. A turn that loses the claim (another tab's, another process's) reads nothing.
-        claim = message_claim(
-            message_id=message_id, user_id=user_id, now=now, history=HISTORY_MAX_MESSAGES, memories=True
-        )
-        if claim is None:
-            return None
-        message, user = claim.message, claim.message.session.user
-        conversation = conversation_for_turn(
-            user=user,
-            message=message,
-            now=now,
-            earlier=claim.history[::-1],
-            memories=claim.memories,
-            sent_emails=claim.sent_emails,
-        )
-    return user, message, conversation
-
-
-@dataclass(frozen=True)
-class ReplyTokens:
-    """What a reply's turn cost, summed over its model rounds; `estimated` when the server
-    sent no counts and they were worked out from the text."""
-
-    prompt: int
-    completion: int
-    estimated: bool
-
-
-def reply_save(
-    *, message: Message, text: str, tokens: ReplyTokens | None = None, now: datetime | None = None
-) -> Message:
-    """The whole reply, with what it cost; the message it answers is answered. Applies only
-    while the turn still holds the message (a sweeper may have failed a turn that overran)."""
-    now = now or timezone.now()
-    reply = _reply(message, text=text, status=Message.Status.COMPLETE, now=now, tokens=tokens)
-    saved = reply_add_if_held(message=message, reply=reply, now=now)
-    if saved is None:
-        raise TurnLost(f"message {message.pk} is no longer being answered by this turn")
-    return saved
-
-
-def reply_fail(*, message_id: int, error: str, partial_text: str = "", now: datetime | None = None) -> None:
-    """The turn failed: keep the message (to retry), and any part of the reply, marked
-    as interrupted so it is never taken for a whole one."""
-    now = now or timezone.now()
-    with transaction.atomic():
-        message = Message.objects.filter(pk=message_id).first()
-        failed = Message.objects.filter(
-            pk=message_id, status__in=[Message.Status.PENDING, Message.Status.ANSWERING]
-        ).update(status=Message.Status.FAILED, error=error)
-        if message is not None and failed and partial_text.strip():
-            _reply_create(message, text=partial_text, status=Message.Status.INTERRUPTED, now=now)
-
-
-def message_retry(*, message: Message) -> bool:
-    """Ask again for a reply to a failed message. The message itself is not sent twice;
-    a part-reply from the failed attempt is dropped, since a new one replaces it."""
-    with transaction.atomic():
-        reset = Message.objects.filter(pk=message.pk, status=Message.Status.FAILED).update(
-            status=Message.Status.PENDING, error="", claimed_at=None
-        )
-        if reset:
-            Message.objects.filter(reply_to=message, status=Message.Status.INTERRUPTED).delete()
-    return reset == 1
-
-
-def reply_stop(*, message: Message, partial_text: str, now: datetime | None = None) -> Message | None:
-    """The person stopped the reply: what was written so far is kept, marked stopped, and
-    their message counts as answered (they may simply ask again)."""
-    now = now or timezone.now()
-    with transaction.atomic():
-        answered = Message.objects.filter(pk=message.pk, status=Message.Status.ANSWERING).update(
-            status=Message.Status.ANSWERED, error=""
-        )
-        if not answered or not partial_text.strip():
-            return None
-        reply = _reply_create(message, text=partial_text.strip(), status=Message.Status.STOPPED, now=now)
-        ChatSession.objects.filter(pk=message.session_id).update(last_message_at=now, updated_at=now)
-    return reply
-
-
-def turns_sweep(*, now: datetime | None = None) -> int:
-    """End every turn whose process died: failed and retryable, the message kept.
-
-    A turn never runs past COACH_TURN_DEADLINE_SECONDS from its claim, so one still
-    answering a grace period after that lost its process; a message still waiting that
-    long after it was written never got a turn at all. Judged by the claim, so a retry of
-    an old message is a fresh turn. Returns how many were ended."""
-    now = now or timezone.now()
-    overdue = now - timedelta(seconds=settings.COACH_TURN_DEADLINE_SECONDS + TURN_GRACE_SECONDS)
-    stale_answering = Message.objects.filter(status=Message.Status.ANSWERING, claimed_at__lt=overdue).update(
-        status=Message.Status.FAILED, error="the turn stopped with its process"
-    )
-    never_started = Message.objects.filter(
-        role=Message.Role.USER, status=Message.Status.PENDING, created_at__lt=overdue
-    ).update(status=Message.Status.FAILED, error="no turn started for it")
-    return stale_answering + never_started
 
 
 def session_end(*, session: ChatSession, now: datetime | None = None) -> bool:
@@ -339,28 +218,6 @@ def _check_text(text: str) -> str:
             "Try splitting it in two."
         )
     return text
-
-
-def _reply_create(
-    message: Message, *, text: str, status: str, now: datetime, tokens: ReplyTokens | None = None
-) -> Message:
-    reply = _reply(message, text=text, status=status, now=now, tokens=tokens)
-    reply.save(force_insert=True)
-    return reply
-
-
-def _reply(message: Message, *, text: str, status: str, now: datetime, tokens: ReplyTokens | None = None) -> Message:
-    return Message(
-        session_id=message.session_id,
-        role=Message.Role.ASSISTANT,
-        content=text,
-        status=status,
-        reply_to_id=message.pk,
-        created_at=now,
-        prompt_tokens=tokens.prompt if tokens else None,
-        completion_tokens=tokens.completion if tokens else None,
-        tokens_estimated=tokens.estimated if tokens else False,
-    )
 
 
 def _title_from(text: str) -> str:

@@ -430,6 +430,15 @@ COACH_SESSION_IDLE_MINUTES = env_int("COACH_SESSION_IDLE_MINUTES", default=30)
 # The longest a turn may run, from its claim to its reply; past it, it ends failed and
 # retryable (the sweeper judges dead turns by it too).
 COACH_TURN_DEADLINE_SECONDS = env_int("COACH_TURN_DEADLINE_SECONDS", default=120)
+# A running turn says it is alive this often; one not heard from for COACH_TURN_SILENT_SECONDS
+# lost its process and is failed, retryable, by the sweep each web process runs every
+# COACH_TURN_SWEEP_SECONDS (a web process also fails, as it starts, the turns its dead
+# predecessor on the same host held).
+COACH_TURN_HEARTBEAT_SECONDS = env_float("COACH_TURN_HEARTBEAT_SECONDS", default=2.0)
+COACH_TURN_SILENT_SECONDS = env_float("COACH_TURN_SILENT_SECONDS", default=8.0)
+COACH_TURN_SWEEP_SECONDS = env_float("COACH_TURN_SWEEP_SECONDS", default=2.0)
+if not 0 < COACH_TURN_HEARTBEAT_SECONDS * 2 < COACH_TURN_SILENT_SECONDS:
+    raise ImproperlyConfigured("COACH_TURN_SILENT_SECONDS must be more than twice COACH_TURN_HEARTBEAT_SECONDS.")
 # The longest the model may take to start answering (its first words, or its first tool
 # call), each time it is asked within a turn; past it the turn ends failed and retryable.
 COACH_FIRST_WORDS_SECONDS = env_int("COACH_FIRST_WORDS_SECONDS", default=20)

@@ -73,6 +73,12 @@ def stop_key(message_id: int) -> str:
     return f"coach:reply:{message_id}:stop"
 
 
+def holder_key(message_id: int) -> str:
+    """Which attempt at the reply may write its stream: the token of the attempt that holds
+    the message, or a mark that the stream was forgotten (a retry, an erasure)."""
+    return f"coach:reply:{message_id}:attempt"
+
+
 def session_key(session_id: int) -> str:
     return f"coach:session:{session_id}:messages"
 
@@ -83,38 +89,83 @@ def readers_key(user_id: int) -> str:
 
 # The turn's side ----------------------------------------------------------------------------
 
+# One piece into a reply's stream, unless another attempt holds it (or it was forgotten):
+# a dead attempt that wakes up late never writes over a live one, nor into an erased
+# person's stream. Then whether the person asked the turn to stop. A stream with no holder
+# (Redis lost its data) takes any attempt's pieces.
+_APPEND_IF_HELD = """
+local holder = redis.call('GET', KEYS[2])
+if holder and holder ~= ARGV[1] then return {'', 0} end
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', 'kind', ARGV[3], 'data', ARGV[4])
+redis.call('EXPIRE', KEYS[1], ARGV[5])
+return {id, redis.call('EXISTS', KEYS[3])}
+"""
+# What a forgotten stream's holder says, for as long as any attempt could still be running.
+FORGOTTEN = "forgotten"
 
-async def reply_append(message_id: int, kind: str, data: dict[str, Any]) -> str:
+
+class NotHeld(Exception):
+    """The reply's stream belongs to another attempt now (a retry began, or it was erased)."""
+
+
+async def attempt_begin(message_id: int, attempt: str) -> None:
+    """Make `attempt` the one that writes the reply's stream, from its first piece on."""
+    await redis_async().set(holder_key(message_id), attempt, ex=UNFINISHED_KEEP_SECONDS)
+
+
+async def reply_append(message_id: int, kind: str, data: dict[str, Any], *, attempt: str) -> str:
     """Add a reply's terminal event (done, failed or stopped); its stream then expires soon."""
-    event_id, _ = await asyncio.shield(_added(message_id, kind, data, expire=FINISHED_KEEP_SECONDS, ask_stop=False))
+    event_id, _ = await asyncio.shield(_added(message_id, kind, data, attempt=attempt, expire=FINISHED_KEEP_SECONDS))
     return event_id
 
 
-async def words_append(message_id: int, kind: str, data: dict[str, Any]) -> bool:
+async def words_append(message_id: int, kind: str, data: dict[str, Any], *, attempt: str) -> bool:
     """Add a piece of a reply being written (never its terminal event), and learn in the same
     round trip whether the person asked its turn to stop. Each piece sets the stream to
-    expire in a while, in case its turn dies without a terminal event: a stream deleted under
-    a running turn (its person erased) is written again, and must not be kept for good."""
-    _, stop = await asyncio.shield(_added(message_id, kind, data, expire=UNFINISHED_KEEP_SECONDS, ask_stop=True))
+    expire in a while, in case its turn dies without a terminal event. NotHeld when another
+    attempt holds the stream."""
+    _, stop = await asyncio.shield(_added(message_id, kind, data, attempt=attempt, expire=UNFINISHED_KEEP_SECONDS))
     return stop
 
 
-async def _added(
-    message_id: int, kind: str, data: dict[str, Any], *, expire: int | None, ask_stop: bool
-) -> tuple[str, bool]:
+async def _added(message_id: int, kind: str, data: dict[str, Any], *, attempt: str, expire: int) -> tuple[str, bool]:
     """One event into the reply's stream, then handed to this process's readers. Shielded by
     its callers: a turn cut off while Redis takes the event still hands it over, so a
     reader here never misses what Redis holds."""
-    key = reply_key(message_id)
-    async with redis_async().pipeline(transaction=False) as pipe:
-        pipe.xadd(key, {"kind": kind, "data": json.dumps(data)}, maxlen=STREAM_MAX_EVENTS, approximate=True)
-        if expire is not None:
-            pipe.expire(key, expire)
-        if ask_stop:
-            pipe.exists(stop_key(message_id))
-        event_id, *rest = await pipe.execute()
+    script = redis_async().register_script(_APPEND_IF_HELD)
+    event_id, stop = await script(keys=_append_keys(message_id), args=_append_args(attempt, kind, data, expire))
+    if not event_id:
+        raise NotHeld(message_id)
     _relay(message_id, StreamEvent(id=str(event_id), kind=kind, data=data))
-    return str(event_id), bool(ask_stop and rest[-1])
+    return str(event_id), bool(stop)
+
+
+def reply_end_for(message_id: int, attempt: str, kind: str, data: dict[str, Any]) -> bool:
+    """From outside the turn (the sweeper, for an attempt whose process died): the reply's
+    terminal event, if that attempt still holds its stream. Whether it was added."""
+    script = redis_sync().register_script(_APPEND_IF_HELD)
+    event_id, _ = script(keys=_append_keys(message_id), args=_append_args(attempt, kind, data, FINISHED_KEEP_SECONDS))
+    return bool(event_id)
+
+
+def _append_keys(message_id: int) -> list[str]:
+    return [reply_key(message_id), holder_key(message_id), stop_key(message_id)]
+
+
+def _append_args(attempt: str, kind: str, data: dict[str, Any], expire: int) -> list[object]:
+    return [attempt, STREAM_MAX_EVENTS, kind, json.dumps(data), expire]
+
+
+def words_so_far(message_id: int) -> str:
+    """The words a reply's stream holds, before any terminal event: what a turn whose
+    process died had written, kept as its cut-off part."""
+    words = []
+    for _, fields in redis_sync().xrange(reply_key(message_id)):
+        if fields.get("kind") in TERMINAL:
+            break
+        if fields.get("kind") == TEXT:
+            words.append(json.loads(fields["data"]).get("text", ""))
+    return "".join(words)
 
 
 async def stop_requested(message_id: int) -> bool:
@@ -132,10 +183,17 @@ def reply_forget(message_id: int) -> None:
 
 
 def replies_forget(message_ids: Iterable[int]) -> None:
-    """Drop these replies' streams and stop flags, in one round trip."""
-    keys = [key for message_id in message_ids for key in (reply_key(message_id), stop_key(message_id))]
-    if keys:
-        redis_sync().delete(*keys)
+    """Drop these replies' streams and stop flags, in one round trip, and mark them
+    forgotten: an attempt still running (or a dead one waking up) writes there no more,
+    until a new attempt takes the stream (attempt_begin)."""
+    ids = list(message_ids)
+    if not ids:
+        return
+    with redis_sync().pipeline(transaction=False) as pipe:
+        pipe.delete(*[key for message_id in ids for key in (reply_key(message_id), stop_key(message_id))])
+        for message_id in ids:
+            pipe.set(holder_key(message_id), FORGOTTEN, ex=UNFINISHED_KEEP_SECONDS)
+        pipe.execute()
 
 
 def memory_cues_forget(message_ids: Iterable[int], memory_ids: Collection[int] | None) -> None:

@@ -10,16 +10,19 @@ from __future__ import annotations
 import logging
 
 from celery import Task, shared_task
+from django.conf import settings
 
+from coach.claims import turns_sweep
 from coach.models import ChatSession, Message
 from coach.selectors import session_messages
-from coach.services import session_summary_save, sessions_end_idle, summaries_due, turns_sweep
+from coach.services import session_summary_save, sessions_end_idle, summaries_due
 from infra import llm
 from infra.llm import LLMError
 from infra.prompts import prompt
 
 logger = logging.getLogger(__name__)
 RETRY_MAX_SECONDS = 600
+SILENCE_MARGIN = 4
 
 
 @shared_task
@@ -31,10 +34,11 @@ def end_idle_sessions() -> int:
 
 @shared_task(ignore_result=True)
 def sweep_stale_turns() -> int:
-    """Every half minute: a turn still "answering" past its deadline lost its web process;
-    its message is handed back to the person, failed and retryable (never answered twice:
-    a retry is a new claim)."""
-    return turns_sweep()
+    """Every half minute, behind the sweep each web process runs: a turn whose process is
+    gone is handed back to the person, failed and retryable (never answered twice: a retry
+    is a new claim). From here an outage of the database cannot be told from a silent
+    turn, so a heartbeat counts only after four times the usual silence."""
+    return turns_sweep(silent_seconds=settings.COACH_TURN_SILENT_SECONDS * SILENCE_MARGIN)
 
 
 @shared_task(ignore_result=True)

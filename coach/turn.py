@@ -13,8 +13,12 @@ tools; a tool call the model makes anyway is answered "memory is off" and change
 
 Every exit ends with one terminal event and state: done (the reply saved), stopped (the
 person stopped it; what was written is kept), or failed (retryable; a part-reply kept,
-marked interrupted). A turn never runs past COACH_TURN_DEADLINE_SECONDS; one whose
-process died is ended by the sweeper. No database connection is held while the model
+marked interrupted), whatever the database or Redis does at that moment: a finishing step
+the database refuses for a moment is tried again for a few seconds, and the terminal
+event goes out regardless. A turn never runs past COACH_TURN_DEADLINE_SECONDS. It is one
+attempt at an answer (coach/claims.py): it beats every COACH_TURN_HEARTBEAT_SECONDS, so one
+whose process died is failed by the sweep within seconds, and it ends at once when it
+learns another attempt holds the message. No database connection is held while the model
 writes: each database step borrows one from the pool and gives it back.
 """
 
@@ -22,21 +26,38 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import json
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 from redis import RedisError
 
 from coach import streams
+from coach.claims import (
+    FAILED_FOR_GOOD,
+    FAILED_RETRYABLE,
+    FAILED_TOO_SLOW,
+    Attempt,
+    BegunTurn,
+    ReplyTokens,
+    TurnLost,
+    reply_fail,
+    reply_of,
+    reply_save,
+    reply_stop,
+    turn_begin,
+    turn_heartbeat,
+    turn_not_begun,
+)
 from coach.rendering import render_reply
 from coach.runner import run_in_background
-from coach.services import ReplyTokens, TurnLost, reply_fail, reply_save, reply_stop, turn_begin
 from infra import llm
 from infra.dbsteps import db_step
 from infra.llm import LLMError, ModelResponse, TextDelta
@@ -45,19 +66,17 @@ from memory.tool_schemas import tool_definitions
 from memory.tools import ToolContext, run_tool, settles
 
 if TYPE_CHECKING:
-    from accounts.models import User
-    from coach.conversation import Conversation
     from coach.models import Message
 
 logger = logging.getLogger(__name__)
 
-FAILED_RETRYABLE = "Your coach couldn't answer just now. Your message is saved: try again in a moment."
-FAILED_FOR_GOOD = "Your coach couldn't answer this message. It is saved; if trying again fails too, we are on it."
-FAILED_TOO_SLOW = "Your coach took too long to answer. Your message is saved: try again in a moment."
 # How often a running turn looks for the person's Stop.
 STOP_CHECK_SECONDS = 0.25
 # Pieces of the reply arriving closer together than this are written to its stream together.
 COALESCE_SECONDS = 0.03
+# A finishing step the database refused (a connection lost, a restart under way) is tried
+# again after each of these pauses before the turn gives up on recording its outcome.
+FINISH_RETRY_PAUSES_SECONDS = (0.25, 0.5, 1.0, 2.0, 4.0)
 
 
 class _Stopped(Exception):
@@ -105,57 +124,169 @@ async def turn_run(*, user_id: int, message_id: int) -> None:
     try:
         begun = await db_step(turn_begin, user_id=user_id, message_id=message_id, now=timezone.now())
     except Exception:
+        # Its claim was undone with the transaction: no attempt holds the message, so its
+        # readers learn the failure from the database.
         logger.exception("turn for message %s could not begin", message_id)
-        await _fail(message_id, error="could not prepare the turn", shown=FAILED_RETRYABLE, partial="")
+        await _recorded(turn_not_begun, message_id=message_id, error="could not prepare the turn")
         return
     if begun is None:
         return
-    user, message, conversation = begun
-    with streams.written_here(message.pk):
-        await _answer(user, message, conversation)
+    with streams.written_here(message_id):
+        await _answer(begun)
 
 
-async def _answer(user: User, message: Message, conversation: Conversation) -> None:
-    stop = _StopWatch(message.pk)
-    words = _Words(message.pk, stop)
+async def _answer(begun: BegunTurn) -> None:
+    attempt, message = begun.attempt, begun.message
+    life = _Life(attempt)
+    stop = _StopWatch(message.pk, life)
+    words = _Words(attempt, stop, life)
     usage = _Usage()
     context = ToolContext(
-        user=user,
-        time_zone=user.time_zone,
-        remembers=conversation.remembers,
+        user=begun.user,
+        time_zone=begun.user.time_zone,
+        remembers=begun.conversation.remembers,
         session_id=message.session_id,
         message_id=message.pk,
     )
-    try:
-        async with asyncio.timeout(settings.COACH_TURN_DEADLINE_SECONDS):
+    await words.begin()
+    async with life.beating():
+        try:
+            async with asyncio.timeout(settings.COACH_TURN_DEADLINE_SECONDS):
+                try:
+                    await _converse(context, begun.conversation.messages, words, usage, stop, life)
+                finally:
+                    await words.settle()
+            if not words.text.strip():
+                raise LLMError("the model answered with no words", retryable=True)
+            life.finishing()
+            reply = await _reply_saved(attempt, words.text.strip(), usage.tokens())
+        except _Stopped:
+            life.finishing()
+            if not await _recorded(reply_stop, attempt=attempt, partial_text=words.text):
+                logger.warning("the stop of message %s could not be recorded; the sweep fails it", message.pk)
+            html = render_reply(words.text) if words.text.strip() else ""
+            await _append(attempt, streams.STOPPED, {"html": html})
+        except TimeoutError as error:
+            why = str(error) or "the turn passed its deadline"
+            logger.warning("turn for message %s: %s", message.pk, why)
+            await _fail(attempt, life, error=why, shown=FAILED_TOO_SLOW, partial=words.text)
+        except LLMError as error:
+            logger.warning("turn for message %s failed: %s", message.pk, error)
+            shown = FAILED_RETRYABLE if error.retryable else FAILED_FOR_GOOD
+            await _fail(attempt, life, error=str(error), shown=shown, partial=words.text)
+        except (OperationalError, InterfaceError) as error:
+            # The database was away past every retry: try again once it is back.
+            logger.warning("turn for message %s could not be saved: %s", message.pk, error)
+            await _fail(attempt, life, error="the database was unavailable", shown=FAILED_RETRYABLE, partial=words.text)
+        except (TurnLost, _Lost):
+            # Swept, retried or erased meanwhile: its outcome is another's to tell.
+            logger.warning("turn for message %s lost its claim; it ends without a word", message.pk)
+        except Exception:
+            # Whatever broke, the person's message must not be left "being answered" forever.
+            logger.exception("turn for message %s broke", message.pk)
+            await _fail(attempt, life, error="internal error", shown=FAILED_FOR_GOOD, partial=words.text)
+        else:
+            await _append(attempt, streams.DONE, {"html": render_reply(reply.content)})
+
+
+class _Lost(Exception):
+    """The attempt learnt that it no longer holds its message (its heartbeat was refused,
+    or its stream belongs to another attempt)."""
+
+
+class _Life:
+    """The attempt's heartbeat, every COACH_TURN_HEARTBEAT_SECONDS while it runs. A beat the
+    database refuses is simply missed (the sweep allows for an outage); a beat that finds
+    the message held by no one, or by another attempt, means this one was given up on: it
+    is cancelled at once, whatever it waits for, and ends as lost."""
+
+    def __init__(self, attempt: Attempt) -> None:
+        self.attempt = attempt
+        self.lost = False
+        self._task: asyncio.Task[Any] | None = None
+        self._cancelled = False
+        self._finishing = False
+
+    @contextlib.asynccontextmanager
+    async def beating(self) -> AsyncIterator[None]:
+        self._task = asyncio.current_task()
+        beats = asyncio.create_task(self._beat())
+        try:
+            yield
+        except asyncio.CancelledError:
+            if not self._cancelled:
+                raise
+            # Our own cancellation, for a lost attempt: it ends here, not the task.
+            self._task.uncancel()
+            logger.warning("turn for message %s was given up on; it stops", self.attempt.message_id)
+        finally:
+            beats.cancel()
+
+    def lose(self) -> None:
+        """Known lost from within the turn: it stops at its next step (self.check)."""
+        self.lost = True
+
+    def finishing(self) -> None:
+        """The turn is recording its own end: a beat that finds the message no longer
+        being answered has met that end, not another attempt's."""
+        self._finishing = True
+
+    def check(self) -> None:
+        if self.lost:
+            raise _Lost(self.attempt.message_id)
+
+    async def _beat(self) -> None:
+        while True:
+            await asyncio.sleep(settings.COACH_TURN_HEARTBEAT_SECONDS)
             try:
-                await _converse(context, conversation.messages, words, usage, stop)
-            finally:
-                await words.settle()
-        if not words.text.strip():
-            raise LLMError("the model answered with no words", retryable=True)
-        # Saved with the reply, in its own statement: what it cost costs no query of its own.
-        reply = await db_step(reply_save, message=message, text=words.text.strip(), tokens=usage.tokens())
-    except _Stopped:
-        await db_step(reply_stop, message=message, partial_text=words.text)
-        await _append(message.pk, streams.STOPPED, {"html": render_reply(words.text) if words.text.strip() else ""})
-    except TimeoutError as error:
-        why = str(error) or "the turn passed its deadline"
-        logger.warning("turn for message %s: %s", message.pk, why)
-        await _fail(message.pk, error=why, shown=FAILED_TOO_SLOW, partial=words.text)
-    except LLMError as error:
-        logger.warning("turn for message %s failed: %s", message.pk, error)
-        shown = FAILED_RETRYABLE if error.retryable else FAILED_FOR_GOOD
-        await _fail(message.pk, error=str(error), shown=shown, partial=words.text)
+                held = await db_step(turn_heartbeat, attempt=self.attempt)
+            except Exception as error:
+                logger.warning("message %s: a heartbeat was missed (%s)", self.attempt.message_id, error)
+                continue
+            if not held:
+                if self._finishing:
+                    return
+                # Whatever the turn waits for (the model's first words, a tool call), it
+                # stops now: cancelled from this task, never from its own.
+                self.lost = self._cancelled = True
+                if self._task is not None:
+                    self._task.cancel()
+                return
+
+
+async def _reply_saved(attempt: Attempt, text: str, tokens: ReplyTokens) -> Message:
+    try:
+        return await _finishing(reply_save, attempt=attempt, text=text, tokens=tokens)
     except TurnLost:
-        logger.warning("turn for message %s lost its claim before saving", message.pk)
-        await _append(message.pk, streams.FAILED, {"message": FAILED_RETRYABLE})
+        # A save that went through as its connection dropped, then tried again, finds the
+        # message answered: by this very attempt, if its reply is there.
+        saved = await db_step(reply_of, attempt=attempt)
+        if saved is None:
+            raise
+        return saved
+
+
+async def _finishing[R](step: Callable[..., R], **kwargs: Any) -> R:
+    """A step that records how the turn ended, tried again while the database is away for
+    a moment (a connection lost, a restart under way)."""
+    for pause in (*FINISH_RETRY_PAUSES_SECONDS, None):
+        try:
+            return await db_step(step, **kwargs)
+        except (OperationalError, InterfaceError) as error:
+            if pause is None:
+                raise
+            logger.warning("recording a turn's end failed (%s); trying again in %s s", error, pause)
+            await asyncio.sleep(pause)
+    raise AssertionError("unreachable")
+
+
+async def _recorded(step: Callable[..., bool], **kwargs: Any) -> bool:
+    """A finishing step whose failure the turn outlives: whether it was recorded."""
+    try:
+        return await _finishing(step, **kwargs)
     except Exception:
-        # Whatever broke, the person's message must not be left "being answered" forever.
-        logger.exception("turn for message %s broke", message.pk)
-        await _fail(message.pk, error="internal error", shown=FAILED_FOR_GOOD, partial=words.text)
-    else:
-        await _append(message.pk, streams.DONE, {"html": render_reply(reply.content)})
+        logger.exception("a turn's end could not be recorded (%s)", getattr(step, "__name__", step))
+        return False
 
 
 class _Words:
@@ -166,9 +297,11 @@ class _Words:
     later: a fast model's burst is one write and one wake-up for each reader, not one per
     token, while the first words of a pause still go out at once."""
 
-    def __init__(self, message_id: int, stop: _StopWatch) -> None:
-        self._message_id = message_id
+    def __init__(self, attempt: Attempt, stop: _StopWatch, life: _Life) -> None:
+        self._attempt = attempt
+        self._message_id = attempt.message_id
         self._stop = stop
+        self._life = life
         self._parts: list[str] = []
         self._unsent: list[str] = []
         self._new_round = False
@@ -178,6 +311,13 @@ class _Words:
         self._lock = asyncio.Lock()
         self._timer: asyncio.TimerHandle | None = None
         self._delayed: asyncio.Task[None] | None = None
+
+    async def begin(self) -> None:
+        """Take the reply's stream for this attempt: an earlier one writes there no more."""
+        try:
+            await streams.attempt_begin(self._message_id, self._attempt.stream_holder)
+        except RedisError as error:
+            self._down(error)
 
     def next_round(self) -> None:
         self._new_round = bool(self._parts)
@@ -225,13 +365,22 @@ class _Words:
         if self._stream_down:
             return
         try:
-            self._stop.seen(await streams.words_append(self._message_id, kind, data))
-        except RedisError as error:
-            # The reply goes on, and is saved whole: readers learn it from the database.
-            self._stream_down = True
-            logger.warning(
-                "message %s: its stream is unreachable (%s); the reply continues unstreamed", self._message_id, error
+            self._stop.seen(
+                await streams.words_append(self._message_id, kind, data, attempt=self._attempt.stream_holder)
             )
+        except streams.NotHeld:
+            # A retry took the stream, or the person was erased: this attempt is over.
+            self._stream_down = True
+            self._life.lose()
+        except RedisError as error:
+            self._down(error)
+
+    def _down(self, error: RedisError) -> None:
+        # The reply goes on, and is saved whole: readers learn it from the database.
+        self._stream_down = True
+        logger.warning(
+            "message %s: its stream is unreachable (%s); the reply continues unstreamed", self._message_id, error
+        )
 
     @property
     def text(self) -> str:
@@ -243,8 +392,9 @@ class _StopWatch:
     it is a flag in Redis, learned with each piece of the reply written (in the same round
     trip), and looked up on its own only when nothing was written for STOP_CHECK_SECONDS."""
 
-    def __init__(self, message_id: int) -> None:
+    def __init__(self, message_id: int, life: _Life) -> None:
         self._message_id = message_id
+        self._life = life
         self._asked = False
         # A Stop needs the turn's stream to show on first, so the first look is a moment in.
         self._seen_at = time.monotonic()
@@ -254,6 +404,7 @@ class _StopWatch:
         self._seen_at = time.monotonic()
 
     async def asked(self) -> bool:
+        self._life.check()
         if not self._asked and time.monotonic() - self._seen_at >= STOP_CHECK_SECONDS:
             self.seen(await _stop_requested(self._message_id))
         return self._asked
@@ -285,7 +436,12 @@ class _Usage:
 
 
 async def _converse(
-    context: ToolContext, messages: list[dict[str, Any]], words: _Words, usage: _Usage, stop: _StopWatch
+    context: ToolContext,
+    messages: list[dict[str, Any]],
+    words: _Words,
+    usage: _Usage,
+    stop: _StopWatch,
+    life: _Life,
 ) -> None:
     """The model's rounds: words streamed as they come, tool calls applied in order between."""
     for round_number in range(settings.COACH_MAX_TOOL_ROUNDS + 1):
@@ -314,6 +470,8 @@ async def _converse(
         # meet the dedup check one after the other.
         results = []
         for call in response.tool_calls:
+            # A given-up attempt writes nothing more: its retry may be writing the same.
+            life.check()
             seen = len(context.changes)
             result = await db_step(run_tool, context, call.name, call.arguments)
             results.append(result)
@@ -360,20 +518,20 @@ async def _stop_requested(message_id: int) -> bool:
         return False
 
 
-async def _fail(message_id: int, *, error: str, shown: str, partial: str) -> None:
+async def _fail(attempt: Attempt, life: _Life, *, error: str, shown: str, partial: str) -> None:
     """Record the failure, then tell the readers; each step is tried on its own, so a
-    database that is down still lets the browser hear the turn ended (the sweeper fixes
+    database that is down still lets the browser hear the turn ended (the sweep fixes
     the record later)."""
-    try:
-        await db_step(reply_fail, message_id=message_id, error=error, partial_text=partial)
-    except Exception:
-        logger.exception("the failure of message %s could not be recorded", message_id)
-    await _append(message_id, streams.FAILED, {"message": shown})
+    life.finishing()
+    await _recorded(reply_fail, attempt=attempt, error=error, partial_text=partial)
+    await _append(attempt, streams.FAILED, {"message": shown})
 
 
-async def _append(message_id: int, kind: str, data: dict[str, Any]) -> None:
+async def _append(attempt: Attempt, kind: str, data: dict[str, Any]) -> None:
     try:
-        await streams.reply_append(message_id, kind, data)
+        await streams.reply_append(attempt.message_id, kind, data, attempt=attempt.stream_holder)
+    except streams.NotHeld:
+        logger.warning("message %s: another attempt holds its stream; no %s event", attempt.message_id, kind)
     except Exception:
         # Readers then learn the outcome from the database (they check it while they wait).
-        logger.exception("the %s event of message %s could not reach its stream", kind, message_id)
+        logger.exception("the %s event of message %s could not reach its stream", kind, attempt.message_id)

@@ -11,6 +11,6 @@ class EmailsConfig(AppConfig):
         # The chat sits below this app and never imports it: it is handed, here, how to
         # read what the coach emailed, for its prompt's communication tier.
         from coach.communication import sent_emails_reader_set
-        from emails.selectors import sent_emails_for_prompt, sent_emails_for_prompt_part
+        from emails.selectors import sent_emails_for_prompt
 
-        sent_emails_reader_set(sent_emails_for_prompt, part=sent_emails_for_prompt_part())
+        sent_emails_reader_set(sent_emails_for_prompt)

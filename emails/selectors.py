@@ -18,9 +18,7 @@ from django.db import connection
 from django.db.models import Exists, OuterRef, QuerySet
 from pgvector.django import CosineDistance
 
-from coach.communication import SentEmailsPart
 from coach.models import ChatSession, Message
-from emails import statements
 from emails.models import WENT_OUT, Email, EmailPreference
 from emails.schedule import (
     CHECK_IN_MIN_GAP,
@@ -70,18 +68,6 @@ def sent_emails_for_prompt(user: User) -> list[SentEmail]:
     """The last emails sent to the person as a prompt's memory block quotes them. Every
     turn asks, so it is read by SQL, with only what is quoted."""
     return [quoted(email) for email in emails_sent_lately(user_id=user.pk, limit=LAST_EMAILS)]
-
-
-def sent_emails_for_prompt_part() -> SentEmailsPart:
-    """sent_emails_for_prompt as a part of another statement: a turn's claim reads it so."""
-    return SentEmailsPart(
-        select=statements.sent_lately_sql,
-        parameters={**statements.SENT_LATELY_PARAMETERS, "emails_limit": LAST_EMAILS},
-        columns=statements.quoted_columns,
-        nulls=statements.quoted_nulls(),
-        width=statements.quoted_width(),
-        from_row=lambda row: quoted(statements.email_from_row(row)),
-    )
 
 
 def quoted(email: Email) -> SentEmail:

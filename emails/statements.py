@@ -1,6 +1,5 @@
 """The one read of the emails app on the chat's hot path, written as SQL (infra/sql_rows.py
-says why): the emails a prompt quotes. emails/selectors.py says what it means; a turn's
-claim reads it within its own statement (coach/communication.py, coach/statements.py)."""
+says why): the emails a prompt quotes. emails/selectors.py says what it means."""
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ from typing import Any
 from django.db import connection
 
 from emails.models import Email
-from infra.sql_rows import column_count, column_list, from_row, null_columns
+from infra.sql_rows import column_list, from_row
 
 # What a prompt quotes of an email: its kind, subject, first line and date. The rest (the
 # HTML, the embedding, the sending's bookkeeping) is neither read nor decrypted.
@@ -39,20 +38,6 @@ def sent_lately_sql(user_id: str) -> str:
           AND e.status IN (%(email_sent)s, %(email_sent_unconfirmed)s)
         ORDER BY newest LIMIT %(emails_limit)s
     """  # noqa: S608 (names from the model and the caller's SQL, values as parameters)
-
-
-def quoted_columns(alias: str) -> str:
-    """The quoted columns, in sent_lately_sql's order, as read from `alias`."""
-    return column_list(Email, alias, without=NOT_QUOTED)
-
-
-def quoted_nulls() -> str:
-    """A NULL of each quoted column's type, in sent_lately_sql's order."""
-    return null_columns(Email, without=NOT_QUOTED)
-
-
-def quoted_width() -> int:
-    return column_count(Email, without=NOT_QUOTED)
 
 
 def email_from_row(row: Sequence[Any]) -> Email:

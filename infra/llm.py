@@ -70,6 +70,8 @@ class ModelResponse:
     finish_reason: str
     # The provider's token counts for this response, when it sent them.
     usage: Usage | None = None
+    # Tool-call pieces the server sent again as a legacy function_call, and that were ignored.
+    legacy_copies_ignored: int = 0
 
 
 @dataclass(frozen=True)
@@ -149,7 +151,13 @@ async def stream_chat(
     if finish_reason == "function_call":
         # The legacy name for the same thing, from servers that predate tools.
         finish_reason = "tool_calls"
-    yield ModelResponse(text="".join(text), tool_calls=tool_calls, finish_reason=finish_reason, usage=usage)
+    yield ModelResponse(
+        text="".join(text),
+        tool_calls=tool_calls,
+        finish_reason=finish_reason,
+        usage=usage,
+        legacy_copies_ignored=calls.mirrored_legacy_pieces,
+    )
 
 
 def complete(messages: list[dict[str, Any]]) -> str:

@@ -5,6 +5,12 @@ OpenAI-compatible servers agree on the pieces (`delta.tool_calls`, each with som
 across many chunks or sent whole in one; `index` on every piece, on none, or 0 for every
 call; the id on the first piece only or repeated on each; several calls interleaved; or the
 legacy `delta.function_call` of servers that predate tools. This module takes them all.
+
+Some send a call in both dialects at once: llama-cpp-python's server (0.3.x) puts each
+piece in `delta.tool_calls[0]` and again, the same name and arguments, in the legacy
+`delta.function_call` of the same chunk. Taken as two calls, one save would run twice and
+count twice against the turn's write cap; so a legacy piece that mirrors a `tool_calls`
+piece of its own delta is ignored, and counted (`check_model` tells the operator).
 """
 
 from __future__ import annotations
@@ -28,17 +34,24 @@ class _Call:
 class ToolCallAssembler:
     """Feed it every delta's tool-call pieces in order; `calls()` gives the finished calls."""
 
+    # Legacy `function_call` pieces passed over because they repeated a `tool_calls` piece.
+    mirrored_legacy_pieces: int = 0
     _calls: list[_Call] = field(default_factory=list)
     _by_index: dict[object, _Call] = field(default_factory=dict)
     _by_id: dict[str, _Call] = field(default_factory=dict)
 
     def add_delta(self, delta: dict[str, Any]) -> None:
         """The tool-call pieces of one chunk's delta, whichever way the server sends them."""
-        for part in delta.get("tool_calls") or []:
-            if isinstance(part, dict):
-                self._add(part)
+        parts = [part for part in delta.get("tool_calls") or [] if isinstance(part, dict)]
+        for part in parts:
+            self._add(part)
         legacy = delta.get("function_call")
-        if isinstance(legacy, dict):
+        if not isinstance(legacy, dict):
+            return
+        if any(_mirrors(legacy, part) for part in parts):
+            # That piece again, in the other dialect.
+            self.mirrored_legacy_pieces += 1
+        else:
             self._add({"index": _LEGACY, "function": legacy})
 
     def calls(self) -> list[tuple[str, str, str]]:
@@ -94,15 +107,32 @@ class ToolCallAssembler:
 
     @staticmethod
     def _append_arguments(call: _Call, arguments: object) -> None:
-        if arguments is None or arguments == "":
+        arguments = _as_text(arguments)
+        if not arguments:
             return
-        if not isinstance(arguments, str):
-            # A server that sends the arguments as a JSON object rather than its text.
-            arguments = json.dumps(arguments)
         if arguments == call.arguments and _is_json(arguments):
             # The whole arguments again (some servers repeat them on the finishing chunk).
             return
         call.arguments += arguments
+
+
+def _mirrors(legacy: dict[str, Any], part: dict[str, Any]) -> bool:
+    """Whether a legacy `function_call` piece says what a `tool_calls` piece of the same
+    delta says: the same arguments fragment, and no name that differs."""
+    function = part.get("function") if isinstance(part.get("function"), dict) else {}
+    if _as_text(legacy.get("arguments")) != _as_text(function.get("arguments")):
+        return False
+    names = {name for name in (legacy.get("name"), function.get("name")) if isinstance(name, str) and name}
+    return len(names) <= 1
+
+
+def _as_text(arguments: object) -> str:
+    if arguments is None:
+        return ""
+    if not isinstance(arguments, str):
+        # A server that sends the arguments as a JSON object rather than its text.
+        return json.dumps(arguments)
+    return arguments
 
 
 def _is_json(text: str) -> bool:

@@ -104,6 +104,12 @@ def memory_by_key_and_similar(
     return keyed, _similar(nearest)
 
 
+def memories_of_another_model(*, user: User, model: str) -> bool:
+    """Whether any of the person's memories is embedded by another model than `model`, or
+    not at all: a comparison by `model` would not see it."""
+    return Memory.objects.filter(user=user).exclude(embedding_model=model, embedding__isnull=False).exists()
+
+
 def memories_by_keys(*, user: User, keys: list[str], in_use_only: bool = False) -> list[Memory]:
     """The person's memories named by `keys`, in that order; unknown keys are left out."""
     digests = {key_digest(user.pk, key): key for key in keys}

@@ -381,34 +381,45 @@ def prospective_memory_raise(*, user: User, memory_id: int, reason: str, now: da
     return True
 
 
-def memories_reembed(*, batch_size: int = 100) -> int:
-    """Re-embed every memory whose embedding is missing or from another model, in batches.
+def memories_reembed(*, batch_size: int = 100, user: User | None = None) -> int:
+    """Re-embed every memory (of `user`, if given) whose embedding is missing or from another
+    model, in batches: one embedding request and a few statements a batch. Never inside a
+    transaction while it waits on the model.
 
-    A row edited while its batch was being embedded keeps its newer embedding: each update
-    is conditional on the version the text was read at.
+    A row edited while its batch was being embedded keeps its newer embedding: only rows
+    still at the version their text was read at are updated, locked as they are.
     """
     model = settings.EMBEDDING_MODEL
+    stale = Memory.objects.exclude(embedding_model=model, embedding__isnull=False)
+    if user is not None:
+        stale = stale.filter(user=user)
     done, after_pk = 0, 0
     while True:
-        batch = list(
-            Memory.objects.filter(pk__gt=after_pk)
-            .exclude(embedding_model=model, embedding__isnull=False)
-            .order_by("pk")[:batch_size]
-        )
+        batch = list(stale.filter(pk__gt=after_pk).order_by("pk").defer("embedding")[:batch_size])
         if not batch:
             return done
         vectors = llm.embed([memory_text(summary=m.summary, content=m.content) for m in batch])
-        now = timezone.now()
-        for memory, embedding in zip(batch, vectors, strict=True):
-            updated = Memory.objects.filter(pk=memory.pk, version=memory.version).update(
-                embedding=embedding.vector, embedding_model=embedding.model
-            )
-            if updated:
-                record_event(
-                    memory, actor=Actor.SYSTEM, action=MemoryEvent.Action.REEMBEDDED, reason=embedding.model, now=now
-                )
-                done += 1
+        done += _embeddings_keep(batch, vectors)
         after_pk = batch[-1].pk
+
+
+def _embeddings_keep(batch: list[Memory], vectors: list[Embedding]) -> int:
+    now = timezone.now()
+    with transaction.atomic():
+        current = dict(
+            Memory.objects.select_for_update().filter(pk__in=[m.pk for m in batch]).values_list("pk", "version")
+        )
+        kept = []
+        for memory, embedding in zip(batch, vectors, strict=True):
+            if current.get(memory.pk) == memory.version:
+                memory.embedding, memory.embedding_model = embedding.vector, embedding.model
+                kept.append(memory)
+        Memory.objects.bulk_update(kept, ["embedding", "embedding_model"])
+        MemoryEvent.objects.bulk_create(
+            memory_event(m, actor=Actor.SYSTEM, action=MemoryEvent.Action.REEMBEDDED, reason=m.embedding_model, now=now)
+            for m in kept
+        )
+    return len(kept)
 
 
 def memory_history_prune(*, now: datetime | None = None) -> tuple[int, int]:

@@ -12,6 +12,7 @@ nothing, and its result says memory is off.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -46,8 +47,15 @@ from memory.models import (
 from memory.overlaps import overlaps_record
 from memory.policy import PROTECTED_CATEGORIES
 from memory.proposals import proposal_make
-from memory.selectors import memories_by_keys, memories_by_similarity, memory_by_key, memory_by_key_and_similar
-from memory.services import memory_delete, memory_save
+from memory.selectors import (
+    SimilarMemory,
+    memories_by_keys,
+    memories_by_similarity,
+    memories_of_another_model,
+    memory_by_key,
+    memory_by_key_and_similar,
+)
+from memory.services import memories_reembed, memory_delete, memory_save
 from memory.tool_schemas import (
     DEDUP_CANDIDATES,
     DEFAULT_DUE_TIME,
@@ -83,17 +91,25 @@ class ToolContext:
     remembers: bool = True
     session_id: int | None = None
     message_id: int | None = None
+    # Writes applied (or put to the person) in this turn, and write calls made at all.
     writes: int = 0
+    write_calls: int = 0
     duplicate_keys: set[str] = field(default_factory=set)
     # Keys whose save was flagged as a near-copy in this turn: keep_separate applies to them.
     flagged_keys: set[str] = field(default_factory=set)
     # What the turn's calls did, in order, for the chat to show quietly.
     changes: list[MemoryChange] = field(default_factory=list)
+    # The embedding model the person's memories were last found (or brought) up to.
+    embedded_by: str | None = None
 
 
 class ToolRefusal(Exception):
     """A call the model can correct; the message goes back to it as the result."""
 
+
+# A turn may ask for this many writes per write it is allowed: refusals (near-copies, the
+# ceiling) are for the model to answer, within reason.
+WRITE_CALLS_PER_WRITE = 3
 
 MEMORY_OFF_RESULT = {
     "status": "memory_off",
@@ -112,8 +128,15 @@ def run_tool(context: ToolContext, name: str, raw_arguments: str) -> str:
         if name in WRITE_TOOLS:
             if context.writes >= settings.MEMORY_MAX_WRITES_PER_TURN:
                 raise ToolRefusal(f"at most {settings.MEMORY_MAX_WRITES_PER_TURN} memory writes per turn; stop here")
-            context.writes += 1
+            if context.write_calls >= settings.MEMORY_MAX_WRITES_PER_TURN * WRITE_CALLS_PER_WRITE:
+                raise ToolRefusal("too many memory writes asked for in this turn; stop here")
+            # Each call embeds the text it writes, whatever becomes of it: bounded too.
+            context.write_calls += 1
         result = _HANDLERS[name](context, **arguments)
+        if name in WRITE_TOOLS and result.get("status") in _WRITTEN:
+            # Only what was applied, or put to the person, spends the budget: a save refused
+            # as a near-copy, or one that changed nothing, leaves room for the real one.
+            context.writes += 1
     except ToolRefusal as refusal:
         result = {"status": "error", "error": str(refusal)}
     except MemoryOff:
@@ -142,8 +165,10 @@ def run_tool(context: ToolContext, name: str, raw_arguments: str) -> str:
     return json.dumps(result, ensure_ascii=False)
 
 
-# Results that leave the model nothing to decide: the write was applied (or put to the person).
-_SETTLED = frozenset({"saved", "updated", "deleted", "proposed", "unchanged"})
+# Results of a write that was applied, or put to the person.
+_WRITTEN = frozenset({"saved", "updated", "deleted", "proposed"})
+# Results that leave the model nothing to decide.
+_SETTLED = _WRITTEN | {"unchanged"}
 
 
 def settles(result: str) -> bool:
@@ -213,6 +238,7 @@ def _save_memory(
         if existing is not None and existing.is_protected:
             return _propose(context, existing, MemoryProposal.Kind.UPDATE, draft, reason="the coach saved new text")
         raise
+    _embedded_alike(context, embedding.model)
     # Writes check that memory is on as they lock the person's row (memory.store.lock_user).
     existing, nearest = memory_by_key_and_similar(
         user=context.user,
@@ -225,6 +251,10 @@ def _save_memory(
         exclude_category=Category.EPISODE,
         in_use_only=True,
     )
+    if (same := _already_kept(draft, existing, nearest)) is not None:
+        # The same save again (a retried turn, a model repeating itself): nothing to
+        # record, nothing to show; the model is told as update_memory would tell it.
+        return {"status": "unchanged", "key": same.key}
     if existing is not None and existing.is_protected:
         return _propose(context, existing, MemoryProposal.Kind.UPDATE, draft, reason="the coach saved new text")
     safety = draft.category in PROTECTED_CATEGORIES
@@ -281,6 +311,43 @@ def _save_memory(
             "which the person will be offered to merge"
         )
     return result
+
+
+def _embedded_alike(context: ToolContext, model: str) -> None:
+    """Before a near-copy check or a search, which compare embeddings of one model: the
+    person's memories embedded by another (EMBEDDING_MODEL changed, and the hourly
+    re-embedding has not reached them yet) are embedded again now, so that the check sees
+    every memory. Cheaper than embedding each new text with every older model too, which
+    may not even be served any more: once per person, not once per save. Looked at once a
+    turn: what the turn saves itself is embedded by `model`."""
+    if context.embedded_by == model:
+        return
+    context.embedded_by = model
+    user = context.user
+    if memories_of_another_model(user=user, model=model):
+        # If the model fails now, the check goes on with what it can compare; the hourly
+        # job tries again.
+        with contextlib.suppress(LLMError):
+            memories_reembed(user=user)
+
+
+def _already_kept(draft: MemoryDraft, existing: Memory | None, nearest: list[SimilarMemory]) -> Memory | None:
+    """The memory that already holds exactly this draft: the one under its key, or (a safety
+    note is kept under a neutral key, so a second save of it finds no key) the closest
+    memory the coach wrote, when its text, kind and dates are the draft's own. What the
+    person wrote is never taken for the coach's own save: a copy of it is offered to them
+    to merge, as any look-alike is."""
+    candidates = [existing] if existing is not None else []
+    candidates += [match.memory for match in nearest[:1]]
+    for memory in candidates:
+        # A match is read without its note: the summary rules most out before it is loaded.
+        if (memory.tier, memory.category, memory.summary) != (draft.tier, draft.category, draft.summary):
+            continue
+        if memory is not existing and memory.source != Source.COACH:
+            continue
+        if replace(MemoryDraft.of(memory), key=draft.key) == draft:
+            return memory
+    return None
 
 
 def _update_memory(
@@ -350,6 +417,7 @@ def _search_memories(context: ToolContext, *, query: str, limit: int | None) -> 
         raise ToolRefusal("the query is empty")
     limit = max(1, min(limit or settings.MEMORY_SEARCH_LIMIT, settings.MEMORY_SEARCH_LIMIT))
     embedding = embed_query(query)
+    _embedded_alike(context, embedding.model)
     found = memories_by_similarity(
         user=context.user, vector=embedding.vector, model=embedding.model, limit=limit, in_use_only=True
     )

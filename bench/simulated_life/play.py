@@ -267,9 +267,13 @@ def _turn(
     server.reset()
     events_before = MemoryEvent.objects.filter(user=user).order_by("-pk").values_list("pk", flat=True).first() or 0
     before = queries.count
-    answered = asyncio.run(_send(client, chat, step.say))
-    # The turn runs on the app's own loop; it is over only when that work is.
+    stream_url = asyncio.run(_post(client, chat, step.say))
+    # The turn runs on the app's own loop, read or not; it is over only when that work is.
+    # Its reply is read after, as a reload reads it: a reader that waits on a running turn
+    # asks the database what became of it each QUIET_SECONDS of real time, so the queries
+    # counted would follow the machine's speed, not the persona and the seed.
     wait_for_running(timeout=120)
+    answered = asyncio.run(_read(client, stream_url))
     counted = queries.count - before
     requests = server.chat_requests()
     first = requests[0] if requests else {"messages": []}
@@ -306,13 +310,19 @@ def _turn(
     server.reset()
 
 
-async def _send(client: AsyncClient, chat: ChatSession, text: str) -> bool:
+async def _post(client: AsyncClient, chat: ChatSession, text: str) -> str:
+    """The message sent, as the page sends it; the address of its reply's stream."""
     sent = await client.post(f"/chat/{chat.pk}/messages", {"text": text}, headers={"HX-Request": "true"})
     # The page is handed the reply's stream address, as the browser is.
     found = re.search(r'data-stream-url="([^"]+)"', sent.content.decode())
     if found is None:
         raise RuntimeError(f"the chat refused a message ({sent.status_code}): {sent.content.decode()[:300]}")
-    response = await client.get(found.group(1))
+    return found.group(1)
+
+
+async def _read(client: AsyncClient, stream_url: str) -> bool:
+    """Whether the reply's stream ends in its answer."""
+    response = await client.get(stream_url)
     body = b"".join([chunk async for chunk in response.streaming_content])
     return b"event: done" in body
 

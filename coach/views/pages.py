@@ -25,6 +25,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from redis import RedisError
 
 from coach import streams
+from coach.claims import message_retry
 from coach.limits import within_rate
 from coach.models import ChatSession, Message
 from coach.selectors import (
@@ -36,7 +37,7 @@ from coach.selectors import (
     session_to_write_in,
     sessions_for_user,
 )
-from coach.services import MessageRejected, TooManyTurns, message_post_as, message_retry, session_end, session_start
+from coach.services import MessageRejected, TooManyTurns, message_post_as, session_end, session_start
 from coach.turn import turn_start
 
 logger = logging.getLogger(__name__)

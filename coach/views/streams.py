@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from asgiref.sync import sync_to_async
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
+from django.db import DatabaseError
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
@@ -30,10 +31,11 @@ from django.views.decorators.http import require_GET
 from redis import RedisError
 
 from coach import streams
+from coach.claims import FAILED_RETRYABLE
 from coach.models import Message
 from coach.rendering import render_reply
 from coach.selectors import message_to_follow_in, message_to_follow_with_login, sessions_for_user
-from coach.turn import FAILED_RETRYABLE, turn_start_unless_started
+from coach.turn import turn_start_unless_started
 from infra.dbsteps import db_step, release_connection, release_request_connection
 
 if TYPE_CHECKING:
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 TOO_MANY_STREAMS = "You have a lot of chat tabs open. Close a few, then reload this one."
+GONE = "This conversation was deleted, so there is no reply to show."
 # A quiet stream says so this often (a comment line), which keeps proxies from closing it
 # and lets the reader look up, in the database, a turn whose events never came. Shorter
 # than the Redis client's socket timeout, which a blocking read must not reach.
@@ -195,7 +198,8 @@ class _Urls:
         self._retry = reverse("reply_retry", kwargs={"pk": message.session_id, "message_pk": message.pk})
 
     def complete(self, kind: str, data: dict[str, Any]) -> dict[str, Any]:
-        if kind == streams.FAILED:
+        if kind == streams.FAILED and not data.get("gone"):
+            # What is gone cannot be asked again.
             return {**data, "retry_url": self._retry}
         if kind == streams.MEMORY:
             return {**data, **_memory_links(data)}
@@ -230,9 +234,17 @@ def _reader_and_message(request: HttpRequest, session_pk: int, message_pk: int) 
 
 
 def _outcome_of(message_id: int) -> tuple[str, dict[str, Any]] | None:
-    """The terminal event a message's state stands for, or None while it is being answered."""
-    status = Message.objects.filter(pk=message_id).values_list("status", flat=True).first()
-    if status in (None, Message.Status.PENDING, Message.Status.ANSWERING):
+    """The terminal event a message's state stands for, or None while it is being answered
+    (or the database cannot say just now)."""
+    try:
+        status = Message.objects.filter(pk=message_id).values_list("status", flat=True).first()
+    except DatabaseError:
+        logger.warning("the outcome of message %s cannot be read just now", message_id)
+        return None
+    if status is None:
+        # Erased with its account, or its conversation deleted, while a reader followed it.
+        return streams.FAILED, {"message": GONE, "gone": True}
+    if status in (Message.Status.PENDING, Message.Status.ANSWERING):
         return None
     if status == Message.Status.FAILED:
         return streams.FAILED, {"message": FAILED_RETRYABLE}

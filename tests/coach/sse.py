@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import secrets
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
@@ -27,14 +27,24 @@ def session_cookie(client: Client) -> str:
     return f"sessionid={client.cookies['sessionid'].value}"
 
 
-def read_events(url: str, *, cookie: str, timeout: float = 30, last_event_id: str | None = None) -> Iterator[Event]:
-    """Each event as it arrives, until the server ends the stream."""
+def read_events(
+    url: str,
+    *,
+    cookie: str,
+    timeout: float = 30,
+    last_event_id: str | None = None,
+    on_open: Callable[[], object] | None = None,
+) -> Iterator[Event]:
+    """Each event as it arrives, until the server ends the stream; `on_open` is called once
+    the server has answered with the stream's headers (it reads from then on)."""
     headers = {"Cookie": cookie, "Accept": "text/event-stream"}
     if last_event_id:
         headers["Last-Event-ID"] = last_event_id
     request = urllib.request.Request(url, headers=headers)
     with urllib.request.urlopen(request, timeout=timeout) as response:
         assert response.headers["Content-Type"].startswith("text/event-stream")
+        if on_open is not None:
+            on_open()
         event_id, name, data = None, "message", ""
         for raw in response:
             line = raw.decode().rstrip("\n")

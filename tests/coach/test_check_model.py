@@ -12,6 +12,9 @@ from django.core.management import CommandError, call_command
 
 from infra import llm
 from offline_coach import ModelServer
+from tests.providers.replay import stream_events
+
+SHOULDER = {"key": "left-shoulder", "summary": "Bad left shoulder"}
 
 
 @pytest.fixture(autouse=True)
@@ -39,6 +42,7 @@ def test_the_offline_coach_passes_and_its_capabilities_are_printed(model_server:
     assert "ok    chat streaming: the reply came in" in printed and "with token usage" in printed
     assert "ok    tool calling: a forced save_memory call, with JSON arguments" in printed
     assert "ok    parallel tool calls: 2 calls in one response" in printed
+    assert "ok    each call once: no tool call came twice" in printed
     assert "ok    embeddings: 2 vectors of" in printed
     assert "Fallbacks the app will use with this server: none" in printed
     assert "Token usage: counted by the server" in printed
@@ -104,4 +108,42 @@ def test_the_fallbacks_learned_from_the_server_are_printed(model_server: ModelSe
     printed = check_model()
 
     assert "Fallbacks the app will use with this server:\n  - tool schemas are sent without strict" in printed
+    assert printed.rstrip().endswith("Memory will work with this server.")
+
+
+def test_a_server_that_streams_each_call_in_both_dialects_is_noted_and_each_call_taken_once(
+    model_server: ModelServer,
+) -> None:
+    # llama-cpp-python's server: a forced call comes as tool_calls and again as the legacy
+    # function_call, in the same chunks; left to choose, it answers in words.
+    model_server.queue_raw_stream(stream_events("llama_cpp_python", "chat_text.sse"))
+    model_server.queue_raw_stream(stream_events("llama_cpp_python", "chat_one_call.sse"))
+    model_server.queue_raw_stream(stream_events("llama_cpp_python", "chat_text.sse"))
+
+    printed = check_model()
+
+    assert "ok    tool calling: a forced save_memory call, with JSON arguments" in printed
+    assert (
+        "note  each call once: the server streams each tool-call piece twice, in tool_calls and again as "
+        "the legacy function_call; the app ignores the copy, so each call is applied once"
+    ) in printed
+    assert "Token usage: estimated by the app" in printed
+    assert printed.rstrip().endswith("Memory will work with this server.")
+
+
+def test_a_server_that_sends_the_same_call_twice_is_noted_and_not_counted_as_parallel(
+    model_server: ModelServer,
+) -> None:
+    model_server.queue_text("Hello there.")
+    model_server.queue_tool_calls([("save_memory", SHOULDER), ("save_memory", SHOULDER)])
+    model_server.queue_tool_calls([("save_memory", SHOULDER), ("save_memory", SHOULDER)])
+
+    printed = check_model()
+
+    assert "ok    tool calling: a forced save_memory call" in printed
+    assert "note  parallel tool calls: 1 call(s) for two facts" in printed
+    assert (
+        "note  each call once: the server sent the same save_memory call twice in one response; the app "
+        "applies each copy, and a write sent twice counts twice against MEMORY_MAX_WRITES_PER_TURN"
+    ) in printed
     assert printed.rstrip().endswith("Memory will work with this server.")

@@ -14,7 +14,7 @@ from django.core.management import call_command
 
 from accounts.models import User
 from coach.services import message_post, session_start
-from memory.models import Memory
+from memory.models import Memory, MemoryEvent
 from memory.services import memories_reembed
 from memory.tools import ToolContext, run_tool
 from offline_coach import ModelServer, minilm
@@ -137,7 +137,8 @@ def test_keep_separate_without_a_flag_first_is_checked_like_any_save(user: User,
     context = ToolContext(user=user)
     save(context, "talk-june", "Giving a talk in June")
 
-    result = save(ToolContext(user=user), "talk-june-again", "Giving a talk in June", keep_separate=True)
+    # Reworded: the very same text would be unchanged, flagged or not.
+    result = save(ToolContext(user=user), "talk-june-again", "Giving a talk in June at the library", keep_separate=True)
 
     assert result["status"] == "not_saved"
     assert Memory.objects.filter(user=user).count() == 1
@@ -217,3 +218,33 @@ def test_calibration_on_the_shipped_pairs_recommends_the_shipped_threshold(seman
     printed = out.getvalue()
     assert "252 pairs" in printed and MINILM in printed
     assert f"MEMORY_DEDUP_THRESHOLD={settings.CALIBRATED_DEDUP_THRESHOLDS[MINILM]:.3f} flags" in printed
+
+
+def test_after_the_embedding_model_changes_a_save_that_repeats_a_fact_is_still_flagged(
+    user: User, model_server: ModelServer, settings
+) -> None:
+    # Kept under the model before; the hourly re-embedding has not come round yet.
+    settings.EMBEDDING_MODEL = "bag-of-words"
+    save(ToolContext(user=user), "club-runs", "Runs with her running club on Saturday mornings")
+    settings.EMBEDDING_MODEL = MINILM
+    settings.MEMORY_DEDUP_THRESHOLD = settings.CALIBRATED_DEDUP_THRESHOLDS[MINILM]
+
+    again = save(ToolContext(user=user), "saturday-club", "Goes running with her club every Saturday")
+
+    assert again["status"] == "not_saved" and again["duplicates"][0]["key"] == "club-runs"
+    assert Memory.objects.get(user=user).embedding_model == MINILM
+    assert MemoryEvent.objects.filter(user=user, action=MemoryEvent.Action.REEMBEDDED).count() == 1
+
+
+def test_after_the_embedding_model_changes_a_search_finds_the_memories_of_the_model_before(
+    user: User, model_server: ModelServer, settings
+) -> None:
+    settings.EMBEDDING_MODEL = "bag-of-words"
+    save(ToolContext(user=user), "club-runs", "Runs with her running club on Saturday mornings")
+    settings.EMBEDDING_MODEL = MINILM
+
+    found = json.loads(
+        run_tool(ToolContext(user=user), "search_memories", json.dumps({"query": "weekend exercise", "limit": None}))
+    )
+
+    assert [memory["key"] for memory in found["memories"]] == ["club-runs"]

@@ -15,6 +15,7 @@ from coach import streams
 from infra.redis import redis_sync
 
 MESSAGE_ID = 424242
+ATTEMPT = "a-turns-attempt"
 
 
 @pytest.fixture
@@ -51,9 +52,9 @@ async def follow_to_the_end(
 
 async def write_reply(pieces: int, *, pause: float = 0.01) -> None:
     for number in range(pieces):
-        await streams.words_append(MESSAGE_ID, streams.TEXT, {"text": f"piece {number} "})
+        await streams.words_append(MESSAGE_ID, streams.TEXT, {"text": f"piece {number} "}, attempt=ATTEMPT)
         await asyncio.sleep(pause)
-    await streams.reply_append(MESSAGE_ID, streams.DONE, {"html": "<p>done</p>"})
+    await streams.reply_append(MESSAGE_ID, streams.DONE, {"html": "<p>done</p>"}, attempt=ATTEMPT)
 
 
 async def follow_while_it_is_written(pieces: int, *, here: bool) -> list[streams.StreamEvent]:
@@ -84,11 +85,11 @@ def test_a_reader_arriving_mid_reply_replays_the_words_so_far_then_follows_witho
     async def scenario() -> list[streams.StreamEvent]:
         with streams.written_here(MESSAGE_ID):
             for number in range(5):
-                await streams.words_append(MESSAGE_ID, streams.TEXT, {"text": f"early {number} "})
+                await streams.words_append(MESSAGE_ID, streams.TEXT, {"text": f"early {number} "}, attempt=ATTEMPT)
             with streams.ReplyFollower(MESSAGE_ID) as follower:
                 # Written after it subscribed but before it first reads: both in Redis and
                 # handed to it.
-                await streams.words_append(MESSAGE_ID, streams.TEXT, {"text": "between "})
+                await streams.words_append(MESSAGE_ID, streams.TEXT, {"text": "between "}, attempt=ATTEMPT)
                 writing = asyncio.ensure_future(write_reply(5))
                 seen = await follow_to_the_end(follower, writing)
                 await writing
@@ -105,7 +106,7 @@ def test_a_reconnect_with_its_last_event_id_is_handed_only_what_came_after() -> 
     async def scenario() -> tuple[list[streams.StreamEvent], list[streams.StreamEvent]]:
         with streams.written_here(MESSAGE_ID):
             for number in range(5):
-                await streams.words_append(MESSAGE_ID, streams.TEXT, {"text": f"early {number} "})
+                await streams.words_append(MESSAGE_ID, streams.TEXT, {"text": f"early {number} "}, attempt=ATTEMPT)
             with streams.ReplyFollower(MESSAGE_ID) as first:
                 before_drop = await first.read(after="0", block_seconds=2)
             with streams.ReplyFollower(MESSAGE_ID) as again:

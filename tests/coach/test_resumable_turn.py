@@ -18,11 +18,10 @@ from django.db import OperationalError, connection
 from django.test import Client
 
 from accounts.models import User
-from coach import services
+from coach import claims
 from coach.models import ChatSession, Message
 from coach.services import message_post, session_start
-from coach.tasks import sweep_stale_turns
-from coach.views.streams import TOO_MANY_STREAMS
+from coach.views.streams import GONE, TOO_MANY_STREAMS
 from memory.models import Memory
 from offline_coach import ModelServer
 from tests.coach.factories import TALK_SAVE
@@ -174,14 +173,18 @@ def test_a_message_posted_in_one_tab_is_announced_to_the_others(
     session = session_start(user=user)
     announced: list[Event] = []
 
+    listening = threading.Event()
+
     def other_tab() -> None:
-        for event in read_events(f"{live_app}/chat/{session.pk}/events", cookie=cookie):
+        url = f"{live_app}/chat/{session.pk}/events"
+        for event in read_events(url, cookie=cookie, on_open=listening.set):
             announced.append(event)
             return
 
     listener = threading.Thread(target=other_tab)
     listener.start()
-    time.sleep(0.5)
+    # The tab reads from the moment its stream opened: what is posted after, it is told.
+    assert listening.wait(timeout=15)
     message = post_message(live_app, session, "Plan my week", cookie=cookie)
     listener.join(timeout=15)
 
@@ -211,42 +214,128 @@ def test_a_reply_posted_to_one_web_process_streams_from_another(
 # Every turn ends ------------------------------------------------------------------------
 
 
-def test_a_turn_whose_web_process_is_killed_is_failed_by_the_sweeper_and_answered_once_on_retry(
-    transactional_db: None, user: User, client: Client, model_server: ModelServer, settings, monkeypatch
+def test_a_web_process_killed_mid_reply_is_failed_by_the_one_started_after_it_keeping_its_words(
+    transactional_db: None, user: User, client: Client, model_server: ModelServer
 ) -> None:
     client.force_login(user)
     cookie = session_cookie(client)
     session = session_start(user=user)
     model_server.queue_text(LONG_REPLY, chunk_delay_seconds=0.2)
-    # The sweeper's judgement, shortened: a turn claimed more than 2 s ago is dead.
-    settings.COACH_TURN_DEADLINE_SECONDS = 1
-    monkeypatch.setattr(services, "TURN_GRACE_SECONDS", 1)
 
     with app_process(app_env(model_server)) as doomed:
         message = post_message(doomed.url, session, "Plan my week", cookie=cookie)
-        wait_for(lambda: status_of(message) == "answering")
-        first_events(reply_url(doomed.url, message), 3, cookie=cookie)
+        seen = first_events(reply_url(doomed.url, message), 5, cookie=cookie)
         doomed.process.send_signal(signal.SIGKILL)
         doomed.process.wait(timeout=10)
 
     assert status_of(message) == "answering"
-    time.sleep(2.5)
-    assert sweep_stale_turns() == 1
-    assert status_of(message) == "failed"
-
     model_server.queue_text("Here is your week, whole.")
-    with app_process(app_env(model_server)) as restarted:
-        seen = list(read_events(reply_url(restarted.url, message), cookie=cookie))
-        assert seen[-1].name == "failed" and seen[-1].data["retry_url"]
-        status, _ = post_form(restarted.url + seen[-1].data["retry_url"], {}, cookie=cookie)
+    # Heartbeats are not what ends it here: its successor knows the process is gone.
+    with app_process(app_env(model_server, COACH_TURN_SILENT_SECONDS="600")) as restarted:
+        up = time.monotonic()
+        replayed = list(read_events(reply_url(restarted.url, message), cookie=cookie))
+        failed_within = time.monotonic() - up
+        assert replayed[-1].name == "failed" and replayed[-1].data["retry_url"]
+        [(kind, kept)] = replies(message)
+        status, _ = post_form(restarted.url + replayed[-1].data["retry_url"], {}, cookie=cookie)
         assert status == 200
         answered = list(read_events(reply_url(restarted.url, message), cookie=cookie))
 
-    assert answered[-1].name == "done"
-    assert words(answered) == "Here is your week, whole."
+    assert failed_within < 15
+    assert words(replayed).startswith(words(seen)) and kind == "interrupted" and kept == words(replayed)
+    assert answered[-1].name == "done" and words(answered) == "Here is your week, whole."
     assert replies(message) == [("complete", "Here is your week, whole.")]
     assert Message.objects.filter(session=session, role="user").count() == 1
     assert len(model_server.chat_requests()) == 2
+
+
+def test_a_frozen_web_process_loses_its_turn_to_the_heartbeat_and_its_late_steps_change_nothing(
+    transactional_db: None, user: User, client: Client, model_server: ModelServer
+) -> None:
+    client.force_login(user)
+    cookie = session_cookie(client)
+    session = session_start(user=user)
+    model_server.queue_text(LONG_REPLY, chunk_delay_seconds=0.1)
+    model_server.queue_text("Here is your week, whole.")
+    # Quick beats and a short silence, so the test waits seconds, not the production eight.
+    quick = {
+        "COACH_TURN_HEARTBEAT_SECONDS": "0.3",
+        "COACH_TURN_SILENT_SECONDS": "1.5",
+        "COACH_TURN_SWEEP_SECONDS": "0.3",
+    }
+
+    with app_process(app_env(model_server, **quick)) as frozen, app_process(app_env(model_server, **quick)) as other:
+        message = post_message(frozen.url, session, "Plan my week", cookie=cookie)
+        seen: list[Event] = []
+        stopped_at = 0.0
+        # Followed on the other process: the frozen one's pid lives on, so only its
+        # silence can tell the other that its turn is dead.
+        for event in read_events(reply_url(other.url, message), cookie=cookie):
+            seen.append(event)
+            if len(seen) == 3:
+                os.kill(frozen.process.pid, signal.SIGSTOP)
+                stopped_at = time.monotonic()
+        failed_after = time.monotonic() - stopped_at
+        try:
+            assert seen[-1].name == "failed" and status_of(message) == "failed"
+            [(kind, kept)] = replies(message)
+            status, _ = post_form(other.url + seen[-1].data["retry_url"], {}, cookie=cookie)
+            assert status == 200
+        finally:
+            # Woken, the frozen process's attempt finds the message held by the retry.
+            os.kill(frozen.process.pid, signal.SIGCONT)
+        answered = list(read_events(reply_url(other.url, message), cookie=cookie))
+    # Both processes have stopped: the frozen one only once its attempt had ended (a web
+    # process waits for the turns it runs before it exits).
+
+    assert failed_after < 15
+    assert kind == "interrupted" and kept == words(seen)
+    assert answered[-1].name == "done" and words(answered) == "Here is your week, whole."
+    assert replies(message) == [("complete", "Here is your week, whole.")]
+    assert status_of(message) == "answered"
+
+
+def test_stop_ends_the_stream_even_when_the_database_refuses_to_record_it(
+    live_app: str, cookie: str, user: User, model_server: ModelServer, monkeypatch
+) -> None:
+    def refused(**kwargs: object) -> bool:
+        raise OperationalError("the database went away")
+
+    monkeypatch.setattr("coach.turn.reply_stop", refused)
+    monkeypatch.setattr("coach.turn.FINISH_RETRY_PAUSES_SECONDS", (0.01, 0.01))
+    model_server.queue_text(LONG_REPLY, chunk_delay_seconds=0.05)
+    message = post_message(live_app, session_start(user=user), "Plan my week", cookie=cookie)
+    received: list[Event] = []
+    for event in read_events(reply_url(live_app, message), cookie=cookie):
+        received.append(event)
+        if len(received) == 3:
+            status, _ = post_form(f"{live_app}/chat/{message.session_id}/messages/{message.pk}/stop", {}, cookie=cookie)
+            assert status == 204
+
+    assert received[-1].name == "stopped"
+    # Its heartbeat ended with it: the sweep gives the message its definite state.
+    wait_for(lambda: claims.turns_sweep(silent_seconds=0) == 1 or status_of(message) == "failed")
+    assert status_of(message) == "failed"
+    [(kind, kept)] = replies(message)
+    assert kind == "interrupted" and kept == words(received)
+
+
+def test_a_reader_of_a_reply_whose_account_was_erased_meanwhile_is_told_and_its_stream_ends(
+    live_app: str, cookie: str, user: User, model_server: ModelServer
+) -> None:
+    from accounts.services import account_delete
+
+    model_server.queue_text(LONG_REPLY, chunk_delay_seconds=0.1)
+    message = post_message(live_app, session_start(user=user), "Plan my week", cookie=cookie)
+    received: list[Event] = []
+    for event in read_events(reply_url(live_app, message), cookie=cookie):
+        received.append(event)
+        if len(received) == 2:
+            account_delete(user=user)
+
+    assert received[-1].name == "failed"
+    assert received[-1].data["message"] == GONE and "retry_url" not in received[-1].data
+    assert not Message.objects.filter(pk=message.pk).exists()
 
 
 def test_a_database_error_saving_the_reply_ends_the_stream_failed(
@@ -256,6 +345,7 @@ def test_a_database_error_saving_the_reply_ends_the_stream_failed(
         raise OperationalError("the database went away")
 
     monkeypatch.setattr("coach.turn.reply_save", broken)
+    monkeypatch.setattr("coach.turn.FINISH_RETRY_PAUSES_SECONDS", (0.01, 0.01))
     model_server.queue_text("A reply that cannot be saved.")
     message = message_post(session=session_start(user=user), text="Plan my week", client_id=None)
 
@@ -272,7 +362,7 @@ def test_a_turn_whose_context_cannot_be_assembled_leaves_no_claim_standing(
     def broken(**kwargs: object) -> None:
         raise OperationalError("the memory table is locked")
 
-    monkeypatch.setattr(services, "conversation_for_turn", broken)
+    monkeypatch.setattr(claims, "conversation_for_turn", broken)
     message = message_post(session=session_start(user=user), text="Plan my week", client_id=None)
 
     received = list(read_events(reply_url(live_app, message), cookie=cookie))

@@ -8,8 +8,9 @@ import pytest
 from django.utils import timezone
 
 from accounts.models import User
+from coach.claims import message_retry, turn_claim
 from coach.models import ChatSession, Message
-from coach.services import message_retry, session_end, turn_claim
+from coach.services import session_end
 from coach.tasks import end_idle_sessions, summarise_ended_sessions, summarise_session, sweep_stale_turns
 from offline_coach import ModelServer
 from tests.coach.factories import make_session
@@ -88,7 +89,7 @@ def test_a_turn_whose_process_died_is_handed_back_for_retry(user: User, settings
     )
     running = Message.objects.create(session=session, role="user", content="Again", status="answering", claimed_at=now)
     never_started = Message.objects.create(session=session, role="user", content="Hm", status="pending")
-    Message.objects.filter(pk=never_started.pk).update(created_at=overdue)
+    Message.objects.filter(pk=never_started.pk).update(created_at=overdue, waiting_since=overdue)
 
     assert sweep_stale_turns() == 2
 
@@ -105,7 +106,7 @@ def test_a_retry_of_a_message_that_failed_long_ago_is_not_swept_while_it_runs(us
     old.refresh_from_db()
 
     assert message_retry(message=old)
-    assert turn_claim(message_id=old.pk, user_id=user.pk)
+    assert turn_claim(message_id=old.pk, user_id=user.pk, now=timezone.now())
     sweep_stale_turns()
 
     assert Message.objects.get(pk=old.pk).status == "answering"

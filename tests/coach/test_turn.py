@@ -153,7 +153,8 @@ def test_words_sent_with_a_save_refused_as_a_near_copy_go_back_to_the_model_for_
     model_server.queue_tool_calls([("save_memory", habit)], text="Good to know.")
     first = ask(session_start(user=user), "I run with my club on Saturdays")
     stream(live_app, person, first)
-    again = {**habit, "key": "saturday-runs"}
+    # The same fact in a word's difference (the very same text would simply be unchanged).
+    again = {**habit, "key": "saturday-runs", "summary": "Runs with the club on Saturdays"}
     model_server.queue_tool_calls([("save_memory", again)], text="Saturdays with the club, noted.")
     model_server.queue_text(" I'll keep that in mind.")
     second = ask(first.session, "Saturday mornings I run with my club")

@@ -9,9 +9,10 @@ import pytest
 from django.utils import timezone
 
 from accounts.models import User
-from coach import services
+from coach import claims
+from coach.claims import turn_begin
 from coach.models import Message
-from coach.services import message_post, session_start, turn_begin
+from coach.services import message_post, session_start
 from tests.coach.races import race
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -22,7 +23,7 @@ def test_two_turns_claiming_one_message_at_the_same_moment_leave_one_to_answer_i
 ) -> None:
     message = message_post(session=session_start(user=user), text="Plan my week", client_id=None)
     inside, release = threading.Event(), threading.Event()
-    assemble = services.conversation_for_turn
+    assemble = claims.conversation_for_turn
 
     def held_open(**kwargs: object) -> object:
         # The first claim's transaction stays open while the second one's claim arrives.
@@ -30,7 +31,7 @@ def test_two_turns_claiming_one_message_at_the_same_moment_leave_one_to_answer_i
         release.wait(10)
         return assemble(**kwargs)
 
-    monkeypatch.setattr(services, "conversation_for_turn", held_open)
+    monkeypatch.setattr(claims, "conversation_for_turn", held_open)
     begun: list[object] = []
 
     def begin() -> None:

@@ -282,22 +282,26 @@ def test_search_ranks_the_users_memories_by_meaning(user: User) -> None:
     assert found[0]["similarity"] > found[1]["similarity"]
 
 
-def test_a_search_costs_one_query_however_many_it_finds_and_shows_no_notes(
+def test_a_search_costs_two_queries_however_many_it_finds_and_shows_no_notes(
     user: User, django_assert_num_queries
 ) -> None:
     for n in range(12):
         make_memory(user, f"note-{n}", summary=f"Shoulder note {n}", content=f"The whole note {n}, long.")
+    context = ToolContext(user=user)
 
-    with django_assert_num_queries(1) as queries:
-        found = call(user, "search_memories", query="shoulder", limit=None)["memories"]
+    # Whether any memory is embedded by another model (once a turn), then the search.
+    with django_assert_num_queries(2) as queries:
+        found = call(user, "search_memories", context, query="shoulder", limit=None)["memories"]
+    with django_assert_num_queries(1):
+        call(user, "search_memories", context, query="knee", limit=None)
 
     assert len(found) == 8
     assert all(set(match) == {"key", "tier", "category", "summary", "similarity"} for match in found)
     # The notes themselves are neither read nor decrypted.
-    assert '"memory_memory"."content"' not in queries.captured_queries[0]["sql"]
+    assert '"memory_memory"."content"' not in queries.captured_queries[-1]["sql"]
 
 
-def test_a_new_memory_costs_five_round_trips_one_transaction_and_one_embedding(
+def test_a_new_memory_costs_six_round_trips_one_transaction_and_one_embedding(
     transactional_db: None, user: User, model_server: ModelServer
 ) -> None:
     # Outside a test's transaction, as in production: no savepoints among the queries.
@@ -307,10 +311,11 @@ def test_a_new_memory_costs_five_round_trips_one_transaction_and_one_embedding(
     with CaptureQueriesContext(connection) as captured:
         assert save(user, "swims", "Swims on Tuesdays")["status"] == "saved"
 
-    # Its key and its near-copies read together; then the person's row locked, the store
-    # and the key read after it; the memory written with its event; and done.
+    # Whether any memory is embedded by another model; its key and its near-copies read
+    # together; then the person's row locked, the store and the key read after it; the
+    # memory written with its event; and done.
     statements = [query["sql"].split()[0] for query in captured.captured_queries]
-    assert statements == ["SELECT", "BEGIN", "SELECT", "WITH", "COMMIT"]
+    assert statements == ["SELECT", "SELECT", "BEGIN", "SELECT", "WITH", "COMMIT"]
     assert sum(1 for request in model_server.requests if request.path.endswith("/embeddings")) == embeddings_before + 1
     event = MemoryEvent.objects.get(user=user, memory_id=memory_named(user, "swims").pk)
     assert (event.action, event.actor, event.after_fields()["summary"]) == ("created", "coach", "Swims on Tuesdays")
@@ -325,6 +330,35 @@ def test_saving_again_under_the_same_key_is_an_update_never_a_copy_of_itself(use
     assert (again["status"], again["created"]) == ("saved", False)
     assert memory_named(user, "swims").content == "Swims on Tuesdays at the lido"
     assert Memory.objects.filter(user=user).count() == 1
+
+
+def test_the_same_save_again_changes_nothing_and_says_unchanged(user: User) -> None:
+    # A turn killed after its save ran, then retried, sends the very same save again.
+    first = ToolContext(user=user)
+    assert save(user, "swims", "Swims on Tuesdays", context=first)["status"] == "saved"
+    retry = ToolContext(user=user)
+
+    again = save(user, "swims", "Swims on Tuesdays", context=retry)
+
+    assert again == {"status": "unchanged", "key": "swims"}
+    assert retry.changes == [] and retry.writes == 0
+    memory = memory_named(user, "swims")
+    assert list(MemoryEvent.objects.filter(user=user, memory_id=memory.pk).values_list("action", flat=True)) == [
+        "created"
+    ]
+
+
+def test_the_same_safety_note_saved_again_is_unchanged_not_a_second_neutral_copy(user: User) -> None:
+    fields = {"tier": "profile", "category": "allergy"}
+    assert save(user, "peanuts", "Allergic to peanuts", **fields)["status"] == "saved"
+    retry = ToolContext(user=user)
+
+    again = save(user, "peanuts", "Allergic to peanuts", context=retry, **fields)
+
+    assert again["status"] == "unchanged" and again["key"] != "peanuts"
+    assert Memory.objects.filter(user=user).count() == 1
+    assert MemoryEvent.objects.filter(user=user).count() == 1
+    assert retry.changes == []
 
 
 def test_recall_opens_full_notes_by_key(user: User) -> None:
@@ -352,6 +386,31 @@ def test_writes_stop_at_the_per_turn_limit(user: User, settings) -> None:
     assert [r["status"] for r in results] == ["saved", "saved", "error"]
     assert "at most 2 memory writes per turn" in results[2]["error"]
     assert call(user, "recall_memory", context, keys=["note-0"])["memories"]
+
+
+def test_refused_saves_leave_the_turns_writes_for_the_real_one(user: User, settings) -> None:
+    settings.MEMORY_MAX_WRITES_PER_TURN = 3
+    context = ToolContext(user=user)
+    assert save(user, "club-runs", "Runs with her club on Saturdays", context=context)["status"] == "saved"
+    # Three near-copies the dedup check refuses, then a new fact.
+    refused = [save(user, f"club-{n}", "Runs with the club on Saturdays", context=context) for n in range(3)]
+
+    real = save(user, "talk", "Giving a talk in June", context=context)
+
+    assert [r["status"] for r in refused] == ["not_saved"] * 3
+    assert real["status"] == "saved" and context.writes == 2
+
+
+def test_a_turn_cannot_ask_for_writes_without_end(user: User, settings) -> None:
+    settings.MEMORY_MAX_WRITES_PER_TURN = 2
+    context = ToolContext(user=user)
+    save(user, "club-runs", "Runs with her club on Saturdays", context=context)
+
+    results = [save(user, f"club-{n}", "Runs with the club on Saturdays", context=context) for n in range(8)]
+
+    assert [r["status"] for r in results[:5]] == ["not_saved"] * 5
+    assert {r["status"] for r in results[5:]} == {"error"}
+    assert "too many memory writes" in results[-1]["error"]
 
 
 def test_an_embedding_outage_is_a_result_the_turn_survives(user: User, model_server: ModelServer) -> None:

@@ -10,11 +10,16 @@ from django.test import Client
 from accounts.models import User
 from coach.models import Message
 from coach.services import session_start
-from memory.models import Memory
+from memory.models import Memory, MemoryEvent
 from offline_coach import ModelServer
 from tests.coach.test_turn import ask, replies, stream, words_of
 from tests.memory.factories import memory_named
 from tests.providers.replay import PROVIDERS, REPLY, embeddings_body, meta, parallel_fixtures, stream_events
+from tests.providers.test_stream_shapes import answer, calls_of
+
+# Its server sends every tool-call piece twice in one chunk: as tool_calls and as the
+# legacy function_call.
+BOTH_DIALECTS = "llama_cpp_python"
 
 
 @pytest.fixture
@@ -33,11 +38,53 @@ def as_stored(arguments: str) -> tuple[str, tuple[str, str, str, str]]:
 
 
 def test_every_provider_has_its_recorded_streams_and_their_sources() -> None:
-    assert PROVIDERS == ["azure_openai", "llama_cpp", "lm_studio", "ollama", "openai", "vllm"]
+    assert PROVIDERS == ["azure_openai", "llama_cpp", "llama_cpp_python", "lm_studio", "ollama", "openai", "vllm"]
     for provider in PROVIDERS:
         about = meta(provider)
         assert about["follows"] and all(source["page"] and source["version"] for source in about["follows"])
-        assert {"chat_text.sse", "chat_one_call.sse", "chat_two_calls.sse", "embeddings.json"} <= set(about["files"])
+        wanted = {"chat_text.sse", "chat_one_call.sse", "embeddings.json"}
+        # A server that never makes two calls in one response has no such stream to replay.
+        if not about["stream"]["parallel"].startswith("never"):
+            wanted.add("chat_two_calls.sse")
+        assert wanted <= set(about["files"]), provider
+
+
+def test_a_call_streamed_as_tool_calls_and_again_as_a_legacy_function_call_is_one_call(
+    model_server: ModelServer,
+) -> None:
+    events = stream_events(BOTH_DIALECTS, "chat_one_call.sse")
+    [arguments] = meta(BOTH_DIALECTS)["expected_arguments"]["chat_one_call.sse"]
+    server_id = json.loads(events[1])["choices"][0]["delta"]["tool_calls"][0]["id"]
+
+    _, response = answer(model_server, events)
+
+    assert calls_of(response) == [(server_id, "save_memory", arguments)]
+    assert response.finish_reason == "tool_calls"
+
+
+def test_a_save_streamed_in_both_dialects_at_once_is_applied_and_counted_once(
+    live_app: str, person: Client, user: User, model_server: ModelServer, settings
+) -> None:
+    # A write cap of one: the save's copy, counted as a second write, would be refused.
+    settings.MEMORY_MAX_WRITES_PER_TURN = 1
+    [arguments] = meta(BOTH_DIALECTS)["expected_arguments"]["chat_one_call.sse"]
+    model_server.queue_raw_stream(stream_events(BOTH_DIALECTS, "chat_one_call.sse"))
+    model_server.queue_raw_stream(stream_events(BOTH_DIALECTS, "chat_text.sse"))
+    message = ask(session_start(user=user), "I'd much rather train outside")
+
+    received = stream(live_app, person, message)
+
+    sent_back = model_server.chat_requests()[1]["messages"]
+    [assistant] = [m for m in sent_back if m["role"] == "assistant" and m.get("tool_calls")]
+    assert [call["function"]["arguments"] for call in assistant["tool_calls"]] == [arguments]
+    results = [json.loads(m["content"]) for m in sent_back if m["role"] == "tool"]
+    assert [result["status"] for result in results] == ["saved"]
+    key, fields = as_stored(arguments)
+    assert stored(user) == {key: fields}
+    assert list(MemoryEvent.objects.filter(user=user).values_list("action", flat=True)) == ["created"]
+    assert [data["action"] for name, data in received if name == "memory"] == ["saved"]
+    assert words_of(received) == REPLY
+    assert replies(message) == [("complete", REPLY)]
 
 
 @pytest.mark.parametrize(("provider", "fixture"), parallel_fixtures())

@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections import Counter
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -25,6 +27,7 @@ from memory.tool_schemas import tool_definitions
 TOTAL_SECONDS = 55.0
 STEP_SECONDS = 20.0
 SAVE = "save_memory"
+EACH_ONCE = "each call once"
 SYSTEM = "You are a coach. When the person tells you something worth remembering, save it with save_memory."
 # Statements any model that calls tools recognises as worth remembering.
 ONE_FACT = "Please remember this: I have a bad left shoulder, so no overhead pressing."
@@ -44,8 +47,9 @@ class Finding:
 
 class Command(BaseCommand):
     help = (
-        "Check the configured model server: chat streaming, tool calling, parallel tool calls and "
-        "embeddings; print what it supports and which fallbacks the app uses; exit 1 if memory cannot work."
+        "Check the configured model server: chat streaming, tool calling, parallel tool calls, no call "
+        "sent twice, and embeddings; print what it supports and which fallbacks the app uses; exit 1 if "
+        "memory cannot work."
     )
     # It never touches the database, so it skips the checks that might.
     requires_system_checks: list[str] = []
@@ -81,14 +85,17 @@ class Command(BaseCommand):
 
 async def _all_checks() -> list[Finding]:
     deadline = time.monotonic() + TOTAL_SECONDS
-    return [
+    # What the two tool checks got back, for the check that no call came twice.
+    with_tools: list[llm.ModelResponse] = []
+    findings = [
         await _timed(_streaming, "chat streaming", deadline),
-        await _timed(_forced_tool_call, "tool calling", deadline),
+        await _timed(partial(_forced_tool_call, with_tools), "tool calling", deadline),
         # Essential when refused: a turn offers its tools exactly so (tool_choice "auto"), and
         # some servers take a named call but refuse that (vLLM without auto tool choice).
-        await _timed(_parallel_tool_calls, "parallel tool calls", deadline),
-        await _timed(_embeddings, "embeddings", deadline),
+        await _timed(partial(_parallel_tool_calls, with_tools), "parallel tool calls", deadline),
     ]
+    doubled = _each_call_once(with_tools)
+    return [*findings, *([doubled] if doubled else []), await _timed(_embeddings, "embeddings", deadline)]
 
 
 async def _timed(check: Any, what: str, deadline: float) -> Finding:
@@ -130,9 +137,10 @@ async def _streaming() -> Finding:
     return Finding("chat streaming", True, detail, usage_counted=response.usage is not None)
 
 
-async def _forced_tool_call() -> Finding:
+async def _forced_tool_call(seen: list[llm.ModelResponse]) -> Finding:
     choice = {"type": "function", "function": {"name": SAVE}}
     response, _ = await _response(ONE_FACT, tools=tool_definitions(), tool_choice=choice)
+    seen.append(response)
     saves = [call for call in response.tool_calls if call.name == SAVE]
     if not saves:
         answered = "answered in words" if response.text.strip() else "answered nothing"
@@ -144,9 +152,11 @@ async def _forced_tool_call() -> Finding:
     return Finding("tool calling", True, f"a forced {SAVE} call, with JSON arguments")
 
 
-async def _parallel_tool_calls() -> Finding:
+async def _parallel_tool_calls(seen: list[llm.ModelResponse]) -> Finding:
     response, _ = await _response(TWO_FACTS, tools=tool_definitions(), tool_choice="auto")
-    calls = len(response.tool_calls)
+    seen.append(response)
+    # A call sent twice over is not a second call.
+    calls = len({(call.name, call.arguments) for call in response.tool_calls})
     if calls >= 2:
         return Finding("parallel tool calls", True, f"{calls} calls in one response", essential=False)
     return Finding(
@@ -155,6 +165,34 @@ async def _parallel_tool_calls() -> Finding:
         f"{calls} call(s) for two facts: memories are saved one round at a time (slower, still works)",
         essential=False,
     )
+
+
+def _each_call_once(responses: list[llm.ModelResponse]) -> Finding | None:
+    """Whether any tool call came twice, and what the app does about it; None when no call
+    came at all (the tool checks say so). Memory works either way, so never essential."""
+    if not any(response.tool_calls for response in responses):
+        return None
+    said = []
+    if any(response.legacy_copies_ignored for response in responses):
+        said.append(
+            "the server streams each tool-call piece twice, in tool_calls and again as the legacy "
+            "function_call; the app ignores the copy, so each call is applied once"
+        )
+    repeated = sorted(set().union(*(_repeated(response) for response in responses)))
+    if repeated:
+        said.append(
+            f"the server sent the same {' and '.join(repeated)} call twice in one response; the app applies "
+            "each copy, and a write sent twice counts twice against MEMORY_MAX_WRITES_PER_TURN"
+        )
+    if not said:
+        return Finding(EACH_ONCE, True, "no tool call came twice", essential=False)
+    return Finding(EACH_ONCE, False, "; ".join(said), essential=False)
+
+
+def _repeated(response: llm.ModelResponse) -> set[str]:
+    """The names of the calls a response holds more than once: same name, same arguments."""
+    counts = Counter((call.name, call.arguments) for call in response.tool_calls)
+    return {name for (name, _), count in counts.items() if count > 1}
 
 
 async def _embeddings() -> Finding:

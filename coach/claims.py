@@ -1,0 +1,295 @@
+"""The claim on answering a person's message: taken by one attempt, kept alive, given up.
+
+Each attempt at an answer (the first, each retry) claims the message with a token of its
+own. Every step that finishes a turn (the reply saved, a failure, a stop, the sweep) acts
+only while that token still holds, so a dead attempt's late step changes nothing: not a
+retry's reply, not its failure. A running attempt beats (turn_heartbeat) every
+COACH_TURN_HEARTBEAT_SECONDS; the sweep fails, retryable, an attempt whose process is gone or
+whose heartbeat stopped, keeping the words it had streamed as a cut-off part-reply.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import DurationField, ExpressionWrapper, F, QuerySet
+from django.db.models.functions import Now
+from django.utils import timezone
+from redis import RedisError
+
+from coach import streams
+from coach.conversation import HISTORY_MAX_MESSAGES, Conversation, conversation_for_turn
+from coach.liveness import known_dead, this_process
+from coach.models import ChatSession, Message
+
+if TYPE_CHECKING:
+    from accounts.models import User
+
+logger = logging.getLogger(__name__)
+
+# What the person is told when a turn failed.
+FAILED_RETRYABLE = "Your coach couldn't answer just now. Your message is saved: try again in a moment."
+FAILED_FOR_GOOD = "Your coach couldn't answer this message. It is saved; if trying again fails too, we are on it."
+FAILED_TOO_SLOW = "Your coach took too long to answer. Your message is saved: try again in a moment."
+# Past its deadline a turn ends itself; the sweep leaves it this much longer to say so.
+TURN_GRACE_SECONDS = 30
+# A message no turn took this long after it began waiting never will (its web process
+# died before starting one, and no reader started one since).
+TURN_START_SECONDS = 60
+# A read of the running turns that took this long met a database that was away.
+SLOW_READ_SECONDS = 1.0
+
+Status = Message.Status
+
+
+class TurnLost(Exception):
+    """A turn tried to finish a message its attempt no longer holds (swept, or retried)."""
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One attempt at answering a message: what its finishing steps need."""
+
+    message_id: int
+    session_id: int
+    token: uuid.UUID
+
+    @property
+    def stream_holder(self) -> str:
+        return self.token.hex
+
+
+@dataclass(frozen=True)
+class BegunTurn:
+    user: User
+    message: Message
+    conversation: Conversation
+    attempt: Attempt
+
+
+@dataclass(frozen=True)
+class ReplyTokens:
+    """What a reply's turn cost, summed over its model rounds; `estimated` when the server
+    sent no counts and they were worked out from the text."""
+
+    prompt: int
+    completion: int
+    estimated: bool
+
+
+def turn_claim(*, message_id: int, user_id: int, now: datetime) -> Attempt | None:
+    """Take the person's waiting message for a new attempt at answering it. None if it is
+    not theirs, not waiting, or another attempt has it."""
+    token = _claimed(message_id=message_id, user_id=user_id, now=now)
+    if token is None:
+        return None
+    session_id = Message.objects.filter(pk=message_id).values_list("session_id", flat=True).get()
+    return Attempt(message_id=message_id, session_id=session_id, token=token)
+
+
+def turn_begin(*, user_id: int, message_id: int, now: datetime) -> BegunTurn | None:
+    """Claim the person's message and assemble what the model is sent, in one transaction:
+    a claim whose conversation could not be assembled is not left standing. None when the
+    message is not theirs, not waiting, or another attempt has it."""
+    with transaction.atomic():
+        token = _claimed(message_id=message_id, user_id=user_id, now=now)
+        if token is None:
+            return None
+        message = Message.objects.select_related("session__user").get(pk=message_id)
+        earlier = Message.objects.filter(session_id=message.session_id, pk__lt=message.pk).order_by("-pk")
+        user = message.session.user
+        conversation = conversation_for_turn(
+            user=user, message=message, now=now, earlier=list(earlier[:HISTORY_MAX_MESSAGES])[::-1]
+        )
+    attempt = Attempt(message_id=message.pk, session_id=message.session_id, token=token)
+    return BegunTurn(user=user, message=message, conversation=conversation, attempt=attempt)
+
+
+def _claimed(*, message_id: int, user_id: int, now: datetime) -> uuid.UUID | None:
+    """The claim itself: one UPDATE, so of any number of claims at once (two tabs, two
+    processes, a reload) one matches. Every condition is on the message's own columns, the
+    owner through a subquery: PostgreSQL tests the status again on the row a concurrent
+    claim left behind."""
+    token = uuid.uuid4()
+    theirs = ChatSession.objects.filter(user_id=user_id).values("pk")
+    claimed = Message.objects.filter(
+        pk=message_id, role=Message.Role.USER, status=Status.PENDING, session_id__in=theirs
+    ).update(
+        status=Status.ANSWERING, error="", attempt=token, claimed_at=now, heartbeat_at=Now(), claimed_by=this_process()
+    )
+    return token if claimed else None
+
+
+def turn_heartbeat(*, attempt: Attempt) -> bool:
+    """The attempt is alive: recorded, if it still holds its message. Whether it does. By
+    the database's clock, as the sweep judges it: web processes' clocks may differ."""
+    return _held(attempt).update(heartbeat_at=Now()) == 1
+
+
+def reply_save(
+    *, attempt: Attempt, text: str, tokens: ReplyTokens | None = None, now: datetime | None = None
+) -> Message:
+    """The whole reply, with what it cost; the message it answers is answered. TurnLost if
+    the attempt no longer holds the message (swept, or retried meanwhile)."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        if not _held(attempt).update(status=Status.ANSWERED, error=""):
+            raise TurnLost(f"message {attempt.message_id} is no longer held by this attempt")
+        reply = _reply_create(attempt, text=text, status=Status.COMPLETE, now=now, tokens=tokens)
+        ChatSession.objects.filter(pk=attempt.session_id).update(last_message_at=now, updated_at=now)
+    return reply
+
+
+def reply_of(*, attempt: Attempt) -> Message | None:
+    """The whole reply this attempt saved, if it did (and still holds the answer)."""
+    if not Message.objects.filter(pk=attempt.message_id, status=Status.ANSWERED, attempt=attempt.token).exists():
+        return None
+    replies = Message.objects.filter(reply_to_id=attempt.message_id, status=Status.COMPLETE)
+    return replies.order_by("-pk").first()
+
+
+def reply_fail(*, attempt: Attempt, error: str, partial_text: str = "", now: datetime | None = None) -> bool:
+    """The attempt failed: the message is kept (to retry), with any part of the reply,
+    marked interrupted so it is never taken for a whole one. Whether the attempt still
+    held the message (a late failure of a dead attempt changes nothing)."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        failed = _held(attempt).update(status=Status.FAILED, error=error)
+        if failed and partial_text.strip():
+            _reply_create(attempt, text=partial_text, status=Status.INTERRUPTED, now=now)
+    return bool(failed)
+
+
+def turn_not_begun(*, message_id: int, error: str) -> bool:
+    """A turn could not even claim and prepare the message (its claim was undone): the
+    message is failed, retryable, unless another attempt took it meanwhile."""
+    return Message.objects.filter(pk=message_id, status=Status.PENDING).update(status=Status.FAILED, error=error) == 1
+
+
+def reply_stop(*, attempt: Attempt, partial_text: str, now: datetime | None = None) -> bool:
+    """The person stopped the reply: what was written so far is kept, marked stopped, and
+    their message counts as answered (they may simply ask again). Whether the attempt
+    still held the message."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        answered = _held(attempt).update(status=Status.ANSWERED, error="")
+        if answered and partial_text.strip():
+            _reply_create(attempt, text=partial_text.strip(), status=Status.STOPPED, now=now)
+            ChatSession.objects.filter(pk=attempt.session_id).update(last_message_at=now, updated_at=now)
+    return bool(answered)
+
+
+def message_retry(*, message: Message, now: datetime | None = None) -> bool:
+    """Ask again for a reply to a failed message. The message itself is not sent twice; a
+    part-reply of the failed attempt is dropped, since a new one replaces it. It waits
+    from now: the sweep judges the retry by when it was asked for."""
+    with transaction.atomic():
+        reset = Message.objects.filter(pk=message.pk, status=Status.FAILED).update(
+            status=Status.PENDING, error="", claimed_at=None, waiting_since=now or timezone.now()
+        )
+        if reset:
+            Message.objects.filter(reply_to=message, status=Status.INTERRUPTED).delete()
+    return reset == 1
+
+
+@dataclass(frozen=True)
+class _Running:
+    pk: int
+    session_id: int
+    attempt: uuid.UUID | None
+    claimed_by: str
+    claimed_at: datetime | None
+    heartbeat_at: datetime | None
+    # How long since its last heartbeat, by the database's clock.
+    silent: timedelta | None
+
+
+def turns_sweep(*, now: datetime | None = None, silent_seconds: float | None = None) -> int:
+    """End every attempt whose process died, failed and retryable, the words it streamed
+    kept as a cut-off part-reply, and every message no turn took in TURN_START_SECONDS.
+
+    An attempt is dead when the process it names is known gone (on this host), when its
+    heartbeat is older than `silent_seconds` by the database's clock (None: the caller
+    cannot tell a silent turn from a database that was away, so heartbeats are not judged),
+    or when it passed its deadline by TURN_GRACE_SECONDS (a turn ends itself at its
+    deadline). Returns how many were ended."""
+    now = now or timezone.now()
+    overdue = now - timedelta(seconds=settings.COACH_TURN_DEADLINE_SECONDS + TURN_GRACE_SECONDS)
+    rows = Message.objects.filter(status=Status.ANSWERING).annotate(
+        silent=ExpressionWrapper(Now() - F("heartbeat_at"), output_field=DurationField())
+    )
+    read_from = time.monotonic()
+    running = [
+        _Running(*row)
+        for row in rows.values_list("pk", "session_id", "attempt", "claimed_by", "claimed_at", "heartbeat_at", "silent")
+    ]
+    if time.monotonic() - read_from > SLOW_READ_SECONDS:
+        # The database was away (frozen) until just now: the turns' own heartbeats were
+        # held up with this read, so their silence says nothing yet.
+        silent_seconds = None
+    silent = None if silent_seconds is None else timedelta(seconds=silent_seconds)
+    ended = sum(_sweep_one(turn, now=now) for turn in running if _is_dead(turn, overdue, silent))
+    never_started = Message.objects.filter(
+        role=Message.Role.USER,
+        status=Status.PENDING,
+        waiting_since__lt=now - timedelta(seconds=TURN_START_SECONDS),
+    ).update(status=Status.FAILED, error="no turn started for it")
+    return ended + never_started
+
+
+def _is_dead(turn: _Running, overdue: datetime, silent: timedelta | None) -> bool:
+    if turn.claimed_at is None or turn.claimed_at < overdue:
+        return True
+    if silent is not None and turn.silent is not None and turn.silent > silent:
+        return True
+    return known_dead(turn.claimed_by)
+
+
+def _sweep_one(turn: _Running, *, now: datetime) -> bool:
+    try:
+        partial = streams.words_so_far(turn.pk)
+    except RedisError:
+        # The words are lost with the stream; the failure is recorded all the same.
+        partial = ""
+    with transaction.atomic():
+        # Only if nothing moved since it was read: a turn that beat meanwhile lives on.
+        failed = Message.objects.filter(
+            pk=turn.pk, status=Status.ANSWERING, attempt=turn.attempt, heartbeat_at=turn.heartbeat_at
+        ).update(status=Status.FAILED, error="the turn stopped with its process")
+        if failed and partial.strip() and turn.attempt is not None:
+            attempt = Attempt(message_id=turn.pk, session_id=turn.session_id, token=turn.attempt)
+            _reply_create(attempt, text=partial, status=Status.INTERRUPTED, now=now)
+    if failed and turn.attempt is not None:
+        logger.warning("message %s: its turn's process is gone; failed, retryable", turn.pk)
+        # Without Redis, its readers learn it from the database, which they ask while quiet.
+        with contextlib.suppress(RedisError):
+            streams.reply_end_for(turn.pk, turn.attempt.hex, streams.FAILED, {"message": FAILED_RETRYABLE})
+    return bool(failed)
+
+
+def _held(attempt: Attempt) -> QuerySet[Message]:
+    return Message.objects.filter(pk=attempt.message_id, status=Status.ANSWERING, attempt=attempt.token)
+
+
+def _reply_create(
+    attempt: Attempt, *, text: str, status: str, now: datetime, tokens: ReplyTokens | None = None
+) -> Message:
+    return Message.objects.create(
+        session_id=attempt.session_id,
+        role=Message.Role.ASSISTANT,
+        content=text,
+        status=status,
+        reply_to_id=attempt.message_id,
+        created_at=now,
+        prompt_tokens=tokens.prompt if tokens else None,
+        completion_tokens=tokens.completion if tokens else None,
+        tokens_estimated=tokens.estimated if tokens else False,
+    )
