@@ -281,9 +281,10 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = "UTC"
-# A task not acknowledged within this is delivered again: never schedule past it.
-CELERY_VISIBILITY_TIMEOUT_SECONDS = 3600
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_VISIBILITY_TIMEOUT_SECONDS}
+# A worker holds only the task it runs: one killed (SIGKILL, out of memory) leaves nothing
+# it had fetched ahead waiting for the broker to hand it out again (an hour or so: the
+# visibility timeout, set below with the emails it has to outlast).
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # The minutes of each hour at which nudges are planned (UTC); the account page's "your next
 # note" counts on them.
 EMAIL_NUDGE_PLANNING_MINUTES = (5, 20, 35, 50)
@@ -373,12 +374,37 @@ EMAIL_REPEAT_THRESHOLD = env_float("EMAIL_REPEAT_THRESHOLD", default=0.9)
 # timeout); then the email is marked failed. Permanent ones (5xx) fail at once.
 EMAIL_SEND_MAX_RETRIES = env_int("EMAIL_SEND_MAX_RETRIES", default=5)
 EMAIL_RETRY_BACKOFF_SECONDS = env_float("EMAIL_RETRY_BACKOFF_SECONDS", default=60.0)
-# A claim this old belongs to a worker that died mid-send: another may take the email
-# over. Far above any SMTP exchange, below the visibility timeout (when Redis hands the
-# dead worker's task to another).
-EMAIL_CLAIM_STALE_SECONDS = env_int("EMAIL_CLAIM_STALE_SECONDS", default=600)
-if not EMAIL_CLAIM_STALE_SECONDS < CELERY_VISIBILITY_TIMEOUT_SECONDS:
-    raise ImproperlyConfigured("EMAIL_CLAIM_STALE_SECONDS must be below the broker's visibility timeout.")
+# How long after its Sunday evening a person's week may still be written up as a weekly
+# episode: a write that failed, or a task that was lost, is asked for again until then.
+WEEKLY_EPISODE_DUE_DAYS = env_int("WEEKLY_EPISODE_DUE_DAYS", default=7)
+# How long the sender waits for each SMTP reply (RFC 5321 section 4.5.3.2): the greeting,
+# EHLO, STARTTLS, AUTH, MAIL and RCPT; DATA's 354; each block of the message sent; and the
+# reply to its end. Past the last, the email may have been delivered: it is recorded
+# sent-unconfirmed and never sent again. (Account mail keeps EMAIL_TIMEOUT_SECONDS.)
+EMAIL_SMTP_COMMAND_TIMEOUT_SECONDS = env_float("EMAIL_SMTP_COMMAND_TIMEOUT_SECONDS", default=300.0)
+EMAIL_SMTP_DATA_TIMEOUT_SECONDS = env_float("EMAIL_SMTP_DATA_TIMEOUT_SECONDS", default=120.0)
+EMAIL_SMTP_BLOCK_TIMEOUT_SECONDS = env_float("EMAIL_SMTP_BLOCK_TIMEOUT_SECONDS", default=180.0)
+EMAIL_SMTP_END_OF_DATA_TIMEOUT_SECONDS = env_float("EMAIL_SMTP_END_OF_DATA_TIMEOUT_SECONDS", default=600.0)
+# The longest SMTP exchange those allow: seven replies before the data (the greeting, EHLO,
+# STARTTLS, EHLO again, AUTH, MAIL, RCPT), DATA, the message in one block (a few KB), its
+# end, and QUIT's five seconds.
+EMAIL_SMTP_LONGEST_SECONDS = (
+    7 * EMAIL_SMTP_COMMAND_TIMEOUT_SECONDS
+    + EMAIL_SMTP_DATA_TIMEOUT_SECONDS
+    + EMAIL_SMTP_BLOCK_TIMEOUT_SECONDS
+    + EMAIL_SMTP_END_OF_DATA_TIMEOUT_SECONDS
+    + 5
+)
+# A claim this old belongs to a worker that died mid-send and never started again under
+# its name (a restart releases its claims at once): the dispatcher queues the email again,
+# or records it sent-unconfirmed if its end had gone. Longer than any SMTP exchange, so a
+# slow but living sender is never taken for dead.
+EMAIL_CLAIM_STALE_SECONDS = env_int("EMAIL_CLAIM_STALE_SECONDS", default=int(EMAIL_SMTP_LONGEST_SECONDS) + 60)
+if not EMAIL_CLAIM_STALE_SECONDS > EMAIL_SMTP_LONGEST_SECONDS:
+    raise ImproperlyConfigured(
+        f"EMAIL_CLAIM_STALE_SECONDS must be above the longest SMTP exchange the EMAIL_SMTP_*_TIMEOUT_SECONDS "
+        f"allow ({EMAIL_SMTP_LONGEST_SECONDS:.0f} s), or a slow send would be taken for a dead one."
+    )
 
 # The language model. Without OPENAI_API_KEY the app talks to its offline coach.
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
@@ -389,6 +415,24 @@ COACH_MODEL = env_str("COACH_MODEL") or ("gpt-4.1-mini" if OPENAI_API_KEY else "
 EMBEDDING_MODEL = env_str("EMBEDDING_MODEL") or ("text-embedding-3-small" if OPENAI_API_KEY else "all-MiniLM-L6-v2")
 LLM_TIMEOUT_SECONDS = env_float("LLM_TIMEOUT_SECONDS", default=30.0)
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", default=2)
+
+# The broker's visibility timeout: a task not acknowledged within it is handed to another
+# worker. So it must outlast the longest task that is running fine: a follow-up email's
+# send, its drafting (two drafts, each a completion and an embedding, each tried
+# 1 + LLM_MAX_RETRIES times) and then its SMTP exchange. Retries wait a quarter of it at
+# most; nothing waits on a countdown beyond it.
+EMAIL_DRAFT_LONGEST_SECONDS = 4 * (1 + LLM_MAX_RETRIES) * LLM_TIMEOUT_SECONDS
+CELERY_VISIBILITY_TIMEOUT_SECONDS = env_int(
+    "CELERY_VISIBILITY_TIMEOUT_SECONDS",
+    default=max(3600, int(EMAIL_DRAFT_LONGEST_SECONDS + EMAIL_CLAIM_STALE_SECONDS) + 300),
+)
+if not CELERY_VISIBILITY_TIMEOUT_SECONDS > EMAIL_DRAFT_LONGEST_SECONDS + EMAIL_CLAIM_STALE_SECONDS:
+    raise ImproperlyConfigured(
+        "CELERY_VISIBILITY_TIMEOUT_SECONDS must be above the longest email send (drafting, "
+        f"{EMAIL_DRAFT_LONGEST_SECONDS:.0f} s, then EMAIL_CLAIM_STALE_SECONDS), or a send still running "
+        "would be handed to a second worker."
+    )
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_VISIBILITY_TIMEOUT_SECONDS}
 
 # The chat turn (DESIGN.md section 4).
 COACH_MAX_TOOL_ROUNDS = env_int("COACH_MAX_TOOL_ROUNDS", default=4)

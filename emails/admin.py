@@ -16,7 +16,8 @@ from memory.admin_privacy import PrivateTextAdmin
 @admin.register(Email)
 class EmailAdmin(SupportSearch, ReadOnlyAdmin, PrivateTextAdmin):
     # The list never shows what an email said: its text is the person's, opened one at a time.
-    # Why one failed, and when the next try is, read at a glance.
+    # Why one failed, and when the next try is, read at a glance; "Sent, unconfirmed" (the
+    # server never answered the end of it) is a status and a filter of its own.
     list_display = ["user", "kind", "period_key", "status", "attempts", "next_try", "why", "created_at", "sent_at"]
     list_filter = ["status", "kind"]
     search_fields = ["user__email"]
@@ -33,6 +34,8 @@ class EmailAdmin(SupportSearch, ReadOnlyAdmin, PrivateTextAdmin):
         "session",
         "send_after",
         "claimed_at",
+        "claimed_by",
+        "body_sent_at",
         "attempts",
         "provider_message_id",
         "embedding_model",

@@ -56,6 +56,10 @@ class Email(models.Model):
     Its life: planned `queued` (no text yet); drafted by the send task, still `queued`;
     claimed `sending` by one task with a conditional UPDATE; then `sent`, `failed` (with
     the error) or `skipped` (with the reason: unsubscribed, too like an earlier email).
+    `sent_unconfirmed`: the whole email went to the SMTP server, which never answered its
+    end (a timeout, a dropped connection, a worker killed while it waited). The server may
+    have delivered it, so it is never sent again, and it counts as sent wherever the coach
+    recalls what it wrote.
     """
 
     class Kind(models.TextChoices):
@@ -67,6 +71,7 @@ class Email(models.Model):
         QUEUED = "queued"
         SENDING = "sending"
         SENT = "sent"
+        SENT_UNCONFIRMED = "sent_unconfirmed", "Sent, unconfirmed"
         FAILED = "failed"
         SKIPPED = "skipped"
 
@@ -87,9 +92,17 @@ class Email(models.Model):
     # at once and sets this a visibility timeout ahead, so only a lost task is sent again;
     # an email kept back by quiet hours waits here for the person's next sending time.
     send_after = models.DateTimeField(default=timezone.now)
-    # When a task claimed it for sending; a claim older than EMAIL_CLAIM_STALE_SECONDS
-    # belongs to a worker that died, and may be taken over.
+    # When a task claimed it for sending, who did (the Celery node's name and the process
+    # id: a worker that starts again under the same name releases what it held), and the
+    # claim's own token, which every later step of that attempt must still match. A claim
+    # older than EMAIL_CLAIM_STALE_SECONDS belongs to a worker that died.
     claimed_at = models.DateTimeField(null=True, blank=True)
+    # A default in the database too: planning inserts rows in SQL, naming only its columns.
+    claimed_by = models.CharField(max_length=255, blank=True, db_default="")
+    claim_token = models.UUIDField(null=True, blank=True)
+    # When the end of its data (the final ".") was about to go to the SMTP server: from then
+    # on it may be delivered whatever else happens, so it is never sent again.
+    body_sent_at = models.DateTimeField(null=True, blank=True)
     # The Message-ID we generate before sending, so a copy sent twice is recognisable.
     provider_message_id = models.CharField(max_length=255, blank=True)
     attempts = models.PositiveIntegerField(default=0)
@@ -122,6 +135,10 @@ class Email(models.Model):
         return opening_line(self.body_text or "")
 
 
+# What the coach counts as written to the person: an unconfirmed email most likely arrived.
+WENT_OUT = (Email.Status.SENT, Email.Status.SENT_UNCONFIRMED)
+
+
 def opening_line(body: str) -> str:
     """The first line of substance of an email's text: the one after "Hi Ada,"."""
     lines = [line.strip() for line in body.splitlines() if line.strip()]
@@ -133,13 +150,28 @@ def opening_line(body: str) -> str:
 
 
 class WeeklyEpisodeRequest(models.Model):
-    """The scheduler's note that a person's week was asked to be written up: one per
-    person and week, ever. So a week is written once, and an episode the person deleted
-    is not written again by the next tick of their Sunday evening."""
+    """The scheduler's record of one person's week: when it was asked to be written up,
+    how often, when it may be asked again, and when it was done. One per person and week.
+
+    The hourly planner reads what is due from the data (emails/selectors.py): a week whose
+    Sunday evening has come, that had a summarised session, that is not too old
+    (WEEKLY_EPISODE_DUE_DAYS), and that is not done. Asking sets `next_ask_at` a growing
+    pause ahead, so a write that failed, or a task that was lost, is asked for again at a
+    later tick. A write claims the week before it asks the model, and marks it done once
+    the episode is kept: so a week is written once, however many tasks write it at once,
+    and an episode the person deleted is never written again."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.DB_CASCADE, related_name="+")
     week_key = models.CharField(max_length=16)
     created_at = models.DateTimeField(default=timezone.now)
+    attempts = models.PositiveIntegerField(default=0)
+    next_ask_at = models.DateTimeField(default=timezone.now)
+    # While a task writes it: the others leave it alone (a claim lapses after a while).
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    # Written (or refused for good: the store had no room the coach may take, see `error`).
+    done_at = models.DateTimeField(null=True, blank=True)
+    # Why the last write failed, or why a done week has no episode.
+    error = models.TextField(blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["user", "week_key"], name="episode_once_per_user_week")]

@@ -8,17 +8,21 @@ from facts the chat leaves behind (a session summarised), never called for by th
 
 from __future__ import annotations
 
+import logging
 from datetime import date, datetime, time, timedelta
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from coach.models import ChatSession
 from coach.selectors import summarised_sessions_between
-from emails.models import Email
+from emails.claims import claims_release_for_node, claims_release_stale
+from emails.models import Email, WeeklyEpisodeRequest
 from emails.schedule import SendingWindow, next_sending_time
 from emails.selectors import (
     check_in_plan,
@@ -27,9 +31,15 @@ from emails.selectors import (
     nudge_plan,
     recaps_wanted,
 )
-from memory.episodes import SessionOfWeek
-from memory.episodes import weekly_episode_write as episode_write
+from infra.llm import LLMError
+from memory.drafts import MemoryWriteError
+from memory.episodes import SessionOfWeek, weekly_episode_save, weekly_episode_text
 from memory.models import Memory
+
+if TYPE_CHECKING:
+    from accounts.models import User
+
+logger = logging.getLogger(__name__)
 
 # Most emails the dispatcher hands out in one tick; the rest wait a minute for the next.
 DISPATCH_BATCH = 5000
@@ -38,6 +48,13 @@ HAND_OUT_BATCH = 500
 # How long after its summary a session may still get its recap: a recap that comes days
 # late is no longer one (the planner was down; the moment passed).
 RECAP_LOOKBACK = timedelta(days=1)
+# How long a week asked for waits before it is asked again (doubling after each ask, to at
+# most the longest): a little under the hourly tick at first, so the next tick asks again.
+EPISODE_FIRST_PAUSE = timedelta(minutes=50)
+EPISODE_LONGEST_PAUSE = timedelta(hours=12)
+# Longer than any write (a completion and an embedding, with their retries), shorter than
+# the first pause: a writer that died leaves the week to the next ask.
+EPISODE_WRITE_LEASE = timedelta(minutes=15)
 Status = Email.Status
 Kind = Email.Kind
 
@@ -121,17 +138,14 @@ def session_recaps_plan(*, now: datetime | None = None) -> int:
 
 def emails_dispatch_due(*, now: datetime | None = None) -> int:
     """Hand to workers the queued emails whose time has come: kept back by quiet hours,
-    or whose task was lost. Returns how many.
+    given back for a retry whose task was lost, or whose task was lost. Returns how many.
 
     A claim older than EMAIL_CLAIM_STALE_SECONDS belongs to a worker that died between
-    claiming and recording the result: the email is queued again (see email_send for
-    why that is worth the rare duplicate)."""
+    claiming and recording the result: released first (emails/claims.py), it is queued
+    again if the end of the email had not gone, recorded sent-unconfirmed if it had."""
     now = now or timezone.now()
-    stale = now - timedelta(seconds=settings.EMAIL_CLAIM_STALE_SECONDS)
+    claims_release_stale(now=now)
     with transaction.atomic():
-        Email.objects.filter(status=Status.SENDING, claimed_at__lt=stale).update(
-            status=Status.QUEUED, claimed_at=None, send_after=now
-        )
         with connection.cursor() as cursor:
             # Each row handed out gets a new lease, so a second dispatcher (or the next
             # tick) leaves it alone while its task waits in the queue; SKIP LOCKED lets
@@ -153,22 +167,38 @@ def emails_dispatch_due(*, now: datetime | None = None) -> int:
     return len(due)
 
 
+def emails_worker_started(*, node: str, now: datetime | None = None) -> int:
+    """A worker named `node` is starting, before it takes any task: the claims its name
+    holds are its dead predecessor's, released now, and what is due (their emails among
+    it) is handed out at once. Returns how many emails were handed out."""
+    now = now or timezone.now()
+    claims_release_for_node(node=node, now=now)
+    return emails_dispatch_due(now=now)
+
+
 def weekly_episodes_plan(*, now: datetime | None = None) -> int:
-    """Ask for the weekly episode of everyone whose Sunday evening it is, once per person
-    and week (the request is recorded, so a repeated tick, or an episode the person
-    deleted, asks nothing again). Returns how many were asked for."""
+    """Ask for every weekly episode due: a person's week whose Sunday evening has come, not
+    yet written and not too old (emails/selectors.py says which). Each ask moves the week's
+    next ask a growing pause on, so a write that failed or a task that was lost is asked
+    for again at a later tick, and two planners never ask at once. Returns how many."""
     from emails.tasks import write_weekly_episode
 
     now = now or timezone.now()
-    plan = episode_plan(now=now)
+    plan = episode_plan(now=now, due_for=timedelta(days=settings.WEEKLY_EPISODE_DUE_DAYS))
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
             f"""WITH {plan.ctes}
-            INSERT INTO emails_weeklyepisoderequest (user_id, week_key, created_at)
-            SELECT user_id, week_key, %(now)s FROM {plan.due}
-            ON CONFLICT ON CONSTRAINT episode_once_per_user_week DO NOTHING
+            INSERT INTO emails_weeklyepisoderequest AS asked
+                (user_id, week_key, created_at, attempts, next_ask_at, error)
+            SELECT user_id, week_key, %(now)s, 1, %(now)s::timestamptz + %(first_pause)s, '' FROM {plan.due}
+            ON CONFLICT ON CONSTRAINT episode_once_per_user_week DO UPDATE
+            SET attempts = asked.attempts + 1,
+                next_ask_at = %(now)s::timestamptz
+                    + LEAST(%(first_pause)s * POWER(2, asked.attempts), %(longest_pause)s)
+            -- Under the row's lock: a second planner that read the same week waits, then asks nothing.
+            WHERE asked.done_at IS NULL AND asked.next_ask_at <= %(now)s
             RETURNING user_id, week_key""",  # noqa: S608 - built from this module's constants, never from input
-            plan.parameters,
+            plan.parameters | {"first_pause": EPISODE_FIRST_PAUSE, "longest_pause": EPISODE_LONGEST_PAUSE},
         )
         asked = cursor.fetchall()
         transaction.on_commit(lambda: [write_weekly_episode.delay(user_id, week_key) for user_id, week_key in asked])
@@ -177,23 +207,55 @@ def weekly_episodes_plan(*, now: datetime | None = None) -> int:
 
 def weekly_episode_write(*, user_id: int, week_key: str, now: datetime | None = None) -> Memory | None:
     """Have the person's week (`week_key`, their local ISO week) written up as a weekly
-    episode memory, from its summarised sessions. None when there is nothing to write,
-    or it is written already."""
+    episode memory, from its summarised sessions, once. None when there is nothing to
+    write, it is done already, another task is writing it, or the model failed (the error
+    is kept, and the planner asks again after its pause)."""
     now = now or timezone.now()
     # Memory turned off since the week was asked for: nothing is written to it.
     user = get_user_model().objects.filter(pk=user_id, is_active=True, memory_enabled=True).first()
     if user is None:
         return None
+    week, _ = WeeklyEpisodeRequest.objects.get_or_create(user=user, week_key=week_key, defaults={"created_at": now})
+    rows = WeeklyEpisodeRequest.objects.filter(pk=week.pk, done_at__isnull=True)
+    if week.done_at is not None:
+        return None
+    if Memory.objects.keyed(user.pk, week_key).exists():
+        # Kept by a write that died before marking its week done: done now, never rewritten.
+        rows.update(done_at=now, claimed_at=None)
+        return None
+    sessions = _sessions_of_week(user, week_key)
+    # A claim, like an email's: of any number of tasks writing this week at once, one
+    # asks the model and keeps the episode. One that died leaves its claim to lapse.
+    lapsed = now - EPISODE_WRITE_LEASE
+    if not sessions or not rows.filter(Q(claimed_at__isnull=True) | Q(claimed_at__lt=lapsed)).update(claimed_at=now):
+        return None
+    try:
+        text = weekly_episode_text(week_key=week_key, sessions=sessions)
+        episode = weekly_episode_save(user=user, key=week_key, text=text, now=now)
+    except LLMError as error:
+        logger.warning("the weekly episode %s of %s could not be written yet: %s", week_key, user_id, error)
+        rows.update(claimed_at=None, error=f"the model failed: {error}")
+        return None
+    except MemoryWriteError as refused:
+        # The store has no room a coach may take (fourteen episodes the person kept, say):
+        # asking again would only have the model write it again for the same refusal.
+        logger.info("the weekly episode %s of %s was not kept: %s", week_key, user_id, refused)
+        rows.update(done_at=now, claimed_at=None, error=f"not kept: {refused}")
+        return None
+    rows.update(done_at=now, claimed_at=None, error="")
+    return episode
+
+
+def _sessions_of_week(user: User, week_key: str) -> list[SessionOfWeek]:
     zone = ZoneInfo(user.time_zone)
     _, year, week = week_key.split("-")
     start = datetime.combine(date.fromisocalendar(int(year), int(week), 1), time(0), tzinfo=zone)
-    sessions = [
+    return [
         SessionOfWeek(day=f"{session.last_message_at.astimezone(zone):%A %Y-%m-%d}", summary=session.summary)
         for session in summarised_sessions_between(user=user, start=start, end=start + timedelta(days=7))
         # Only what is remembered: a session that is not remembered is never summarised.
         if session.summary.strip()
     ]
-    return episode_write(user=user, week_key=week_key, sessions=sessions, now=now)
 
 
 def emails_hand_out(*, email_ids: list[int]) -> int:

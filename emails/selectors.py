@@ -19,7 +19,7 @@ from django.db.models import Exists, OuterRef, QuerySet
 from pgvector.django import CosineDistance
 
 from coach.models import ChatSession, Message
-from emails.models import Email, EmailPreference
+from emails.models import WENT_OUT, Email, EmailPreference
 from emails.schedule import (
     CHECK_IN_MIN_GAP,
     EPISODE_LOCAL_HOUR,
@@ -49,9 +49,9 @@ class DueNudge:
 
 def emails_sent_to_user(*, user: User) -> QuerySet[Email]:
     """The communication tier: every email sent to the person, newest first (no vectors,
-    no HTML loaded)."""
+    no HTML loaded). One sent-unconfirmed counts: the server most likely delivered it."""
     return (
-        Email.objects.filter(user=user, status=Email.Status.SENT)
+        Email.objects.filter(user=user, status__in=WENT_OUT)
         .defer("embedding", "body_html")
         .order_by("-sent_at", "-created_at", "-pk")
     )
@@ -95,7 +95,7 @@ def email_closest_sent(*, user: User, vector: list[float], model: str) -> tuple[
     All of them, not the last few: a nudge like one sent two months ago repeats itself
     just the same. An exact scan of one person's emails (a few a week), like memory search."""
     closest = (
-        Email.objects.filter(user=user, status=Email.Status.SENT, embedding_model=model, embedding__isnull=False)
+        Email.objects.filter(user=user, status__in=WENT_OUT, embedding_model=model, embedding__isnull=False)
         .defer("embedding", "body_html")
         .annotate(distance=CosineDistance("embedding", vector))
         .order_by("distance", "pk")
@@ -268,20 +268,32 @@ _DUE_CHECK_INS = f"""due_check_ins AS (
     ORDER BY memory.user_id, memory.due_at, memory.id
 )"""  # noqa: S608
 
+# Each person's weeks whose Sunday evening (EPISODE_LOCAL_WEEKDAY, from EPISODE_LOCAL_HOUR,
+# their clock) has come within the last %(episode_due_for)s, newest first: `ready` is how
+# far into its week that evening falls, so the newest such week began at the start of the
+# week of (their now - ready). A week is due while it had a summarised session and is
+# neither done nor waiting out the pause after its last ask.
 _DUE_EPISODES = """due_episodes AS (
-    SELECT people.user_id, 'week-' || TO_CHAR(people.local_now, 'IYYY-IW') AS week_key
+    SELECT people.user_id, 'week-' || TO_CHAR(week.start, 'IYYY-IW') AS week_key
     FROM people
-    WHERE EXTRACT(ISODOW FROM people.local_now) = %(episode_weekday)s
-      AND EXTRACT(HOUR FROM people.local_now) >= %(episode_hour)s
+    CROSS JOIN LATERAL generate_series(
+        DATE_TRUNC('week', people.local_now - %(episode_ready)s),
+        DATE_TRUNC('week', people.local_now - %(episode_ready)s - %(episode_due_for)s),
+        INTERVAL '-1 week'
+    ) AS week(start)
+    WHERE week.start + %(episode_ready)s + %(episode_due_for)s > people.local_now
       AND EXISTS (
           SELECT 1 FROM coach_chatsession session
           WHERE session.user_id = people.user_id
             AND session.summarised_at IS NOT NULL
-            AND session.last_message_at >= DATE_TRUNC('week', people.local_now) AT TIME ZONE people.time_zone
+            AND session.last_message_at >= week.start AT TIME ZONE people.time_zone
+            AND session.last_message_at < (week.start + INTERVAL '7 days') AT TIME ZONE people.time_zone
       )
       AND NOT EXISTS (
           SELECT 1 FROM emails_weeklyepisoderequest asked
-          WHERE asked.user_id = people.user_id AND asked.week_key = 'week-' || TO_CHAR(people.local_now, 'IYYY-IW')
+          WHERE asked.user_id = people.user_id
+            AND asked.week_key = 'week-' || TO_CHAR(week.start, 'IYYY-IW')
+            AND (asked.done_at IS NOT NULL OR asked.next_ask_at > %(now)s)
       )
 )"""
 
@@ -305,8 +317,7 @@ def _parameters(now: datetime, window: SendingWindow | None = None, lead: timede
         "twice_weekly_gap": MIN_GAP[Frequency.TWICE_WEEKLY],
         "check_in_gap": CHECK_IN_MIN_GAP,
         "unprompted_kinds": [kind.value for kind in UNPROMPTED_KINDS],
-        "episode_weekday": EPISODE_LOCAL_WEEKDAY,
-        "episode_hour": EPISODE_LOCAL_HOUR,
+        "episode_ready": timedelta(days=EPISODE_LOCAL_WEEKDAY - 1, hours=EPISODE_LOCAL_HOUR),
     }
     if window is not None:
         parameters |= {"window_start": window.start_hour, "window_end": window.end_hour}
@@ -326,10 +337,11 @@ def check_in_plan(*, now: datetime, window: SendingWindow, lead: timedelta) -> P
     return Plan(f"{_PEOPLE}, {_DUE_CHECK_INS}", "due_check_ins", _parameters(now, window, lead))
 
 
-def episode_plan(*, now: datetime) -> Plan:
-    """Everyone whose Sunday evening it is, who had a summarised session this week and
-    has no episode for it yet (`due_episodes`: user_id, week_key)."""
-    return Plan(f"{_PEOPLE}, {_DUE_EPISODES}", "due_episodes", _parameters(now))
+def episode_plan(*, now: datetime, due_for: timedelta) -> Plan:
+    """Every person's weeks due a weekly episode (`due_episodes`: user_id, week_key): their
+    Sunday evening came within `due_for`, they had a summarised session, and the week is
+    not done nor waiting for its next ask."""
+    return Plan(f"{_PEOPLE}, {_DUE_EPISODES}", "due_episodes", _parameters(now) | {"episode_due_for": due_for})
 
 
 def nudges_due(*, now: datetime, window: SendingWindow) -> list[DueNudge]:

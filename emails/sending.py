@@ -1,39 +1,55 @@
 """Sending one planned email, exactly once, however many tasks try at the same time.
 
-The model drafts outside any transaction; the row is claimed with a conditional UPDATE;
-the person's preferences are read again; only then does SMTP see it.
+The model drafts outside any transaction; the row is claimed with a conditional UPDATE
+(emails/claims.py); the person's preferences are read again; only then does SMTP see it,
+through the app's own transport (emails/transport.py), which says whether a failure came
+before the end of the email or after it, when only a reply could have told.
 """
 
 from __future__ import annotations
 
+import email.policy as email_policy
 import logging
 import smtplib
 import ssl
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from email.utils import formataddr
 from enum import StrEnum
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.core.mail import make_msgid
-from django.db import transaction
-from django.db.models import F, Q
+from django.core.mail import mailers, make_msgid
+from django.core.mail.backends.smtp import EmailBackend as SmtpBackend
 from django.utils import timezone
 
+from emails.claims import (
+    Claim,
+    claim_body_going,
+    claim_holder,
+    claim_record_sent,
+    claim_record_unconfirmed,
+    claim_release,
+    claim_rows,
+    email_claim,
+)
 from emails.drafting import RepetitiveDraft, draft_email
 from emails.message import UnfoldedEmail
 from emails.models import Email, EmailPreference
-from emails.planning import lease_from, sending_window
+from emails.planning import sending_window
 from emails.schedule import may_email_at, next_sending_time
 from emails.selectors import email_for_sending, email_preference_for_user
+from emails.transport import Envelope, SmtpAbandoned, SmtpFailed, SmtpTimeouts, SmtpUnconfirmed, smtp_deliver
 from emails.unsubscribe import unsubscribe_url
+from infra.dbsteps import release_connection
 from infra.llm import LLMError
 from memory.models import ProspectiveStatus
-from memory.services import prospective_memory_raise
 
 logger = logging.getLogger(__name__)
 
 MAILER = "default"
+# How long after a retry was due the dispatcher may take the email over (see _retry_due).
+RETRY_GRACE = timedelta(minutes=1)
 Status = Email.Status
 Kind = Email.Kind
 
@@ -48,61 +64,84 @@ class SendOutcome(StrEnum):
     FAILED = "failed"
     # Kept back until the person's next sending time; the dispatcher sends it then.
     DEFERRED = "deferred"
+    # The whole email went to the server, which never answered its end: not sent again.
+    UNCONFIRMED = "sent, unconfirmed"
     # Another task has it, or had it: sent, claimed, or gone.
     NOT_OURS = "not ours"
 
 
-def email_send(*, email_id: int, now: datetime | None = None) -> SendOutcome:
+def email_send(
+    *, email_id: int, now: datetime | None = None, worker: str | None = None, retry_in: float | None = None
+) -> SendOutcome:
     """Send one planned email, once, however many tasks try at the same time.
 
     1. Reads the row and the person's preferences: an email they no longer want is
        skipped; one outside their sending hours waits for the next (DEFERRED).
     2. Has the model draft it (no transaction is open), unless a first try did already.
-    3. Claims it: UPDATE ... WHERE status = queued. Zero rows means another task has it.
-    4. Reads the preferences again: an unsubscribe while the model wrote still counts.
-    5. Sends over SMTP, then records it sent (and a check-in's intention raised).
+    3. Claims it in the name of `worker` (the Celery node): UPDATE ... WHERE status =
+       queued. Zero rows means another task has it.
+    4. Reads the preferences again, with the clock as it is now: an unsubscribe while the
+       model wrote still counts, and so does a draft that ran past the sending window.
+    5. Sends over SMTP, with RFC 5321's waits (emails/transport.py), then records it sent
+       (and a check-in's intention raised).
 
-    Raises EmailTemporaryFailure when a later try may succeed; the row is queued again.
-    A redelivered task may take over a claim older than EMAIL_CLAIM_STALE_SECONDS: the
-    worker that made it died. If it died after the SMTP server accepted the email but
-    before recording it, the email goes out twice (with the same Message-ID); refusing
-    would drop every email whose worker died before sending. A window of milliseconds
-    against a lost email: we take the duplicate.
+    The time is read at each step (`now` fixes it, for tests). Raises EmailTemporaryFailure
+    when a later try may succeed: the row is queued again, due to the dispatcher a little
+    after `retry_in` seconds (when the task's own retry should have run). An email whose
+    whole text reached the server without a reply to its end is recorded sent-unconfirmed,
+    and never sent again.
     """
-    now = now or timezone.now()
+    clock = (lambda: now) if now is not None else timezone.now
     email = email_for_sending(email_id=email_id)
-    if email is None or not _claimable(email, now):
+    if email is None or email.status != Status.QUEUED:
         return SendOutcome.NOT_OURS
-    if email.status == Status.QUEUED:
-        if held := _hold_back(email, now, status=Status.QUEUED):
-            return held
-        if email.subject is None:
-            drafted = _draft(email, now)
-            if isinstance(drafted, SendOutcome):
-                return drafted
-            email = drafted
+    if held := _hold_back(email, clock(), status=Status.QUEUED):
+        return held
+    if email.subject is None:
+        drafted = _draft(email, clock(), retry_in=retry_in)
+        if isinstance(drafted, SendOutcome):
+            return drafted
+        email = drafted
+    # Made once and kept: every try of this email carries the same Message-ID.
     message_id = email.provider_message_id or make_msgid(domain=urlsplit(settings.SITE_URL).hostname)
-    if not _claim(email, message_id=message_id, now=now):
+    claim = email_claim(email_id=email_id, holder=claim_holder(worker), message_id=message_id, now=clock())
+    if claim is None:
         return SendOutcome.NOT_OURS
     email = email_for_sending(email_id=email_id)
     assert email is not None, "a claimed email cannot vanish: erasing the account takes its rows in one transaction"
-    if held := _hold_back(email, now, status=Status.SENDING):
+    # The time after the draft, not before it: two model calls can take it into the
+    # person's quiet hours, and then it waits for their next sending time, draft kept.
+    if held := _hold_back(email, clock(), status=Status.SENDING, claim=claim):
         return held
+    return _send_claimed(email, claim, clock=clock, retry_in=retry_in)
+
+
+def _send_claimed(email: Email, claim: Claim, *, clock: Callable[[], datetime], retry_in: float | None) -> SendOutcome:
     try:
-        _deliver(email, message_id=message_id)
-    except (smtplib.SMTPException, OSError) as error:
-        reason = describe_smtp_failure(error)
-        if is_temporary_smtp_failure(error):
-            _release(email, now=now, error=reason, claimed=True)
-            raise EmailTemporaryFailure(reason) from error
+        _deliver(email, claim=claim, clock=clock)
+    except SmtpAbandoned:
+        logger.warning("email %s was taken back from this worker before its end went out", email.pk)
+        return SendOutcome.NOT_OURS
+    except SmtpUnconfirmed as unknown:
+        reason = (
+            f"the server took the whole email and gave no reply to its end ({describe_smtp_failure(unknown.error)}): "
+            "it may have been delivered, so it is not sent again"
+        )
+        claim_record_unconfirmed(claim, now=clock(), reason=reason)
+        return SendOutcome.UNCONFIRMED
+    except SmtpFailed as failure:
+        reason = describe_smtp_failure(failure)
+        if is_temporary_smtp_failure(failure):
+            claim_release(claim, send_after=_retry_due(clock(), retry_in), error=reason)
+            raise EmailTemporaryFailure(reason) from failure
         logger.error("email %s could not be sent, and will not be: %s", email.pk, reason)
-        _finish(email, Status.SENDING, Status.FAILED, reason)
+        _finish(email, Status.SENDING, Status.FAILED, reason, claim=claim)
         return SendOutcome.FAILED
     except ValueError as error:
         # An address Django cannot send to: no retry will fix it.
-        _finish(email, Status.SENDING, Status.FAILED, f"the address was refused before sending: {error}")
+        _finish(email, Status.SENDING, Status.FAILED, f"the address was refused before sending: {error}", claim=claim)
         return SendOutcome.FAILED
-    _record_sent(email, now=now)
+    claim_record_sent(claim, now=clock())
     return SendOutcome.SENT
 
 
@@ -116,6 +155,8 @@ def email_give_up(*, email_id: int, error: str) -> None:
 def is_temporary_smtp_failure(error: Exception) -> bool:
     """Whether trying again later may succeed: a 4xx reply, a dropped or refused connection,
     a timeout. A 5xx reply is the server's final word."""
+    if isinstance(error, SmtpFailed):
+        return is_temporary_smtp_failure(error.error)
     if isinstance(error, smtplib.SMTPRecipientsRefused):
         return all(400 <= code < 500 for code, _ in error.recipients.values())
     if isinstance(error, smtplib.SMTPResponseException):
@@ -132,6 +173,11 @@ def is_temporary_smtp_failure(error: Exception) -> bool:
 
 
 def describe_smtp_failure(error: Exception) -> str:
+    if isinstance(error, SmtpFailed):
+        # A reply says what it was about; a timeout or a reset says nothing of where.
+        said = describe_smtp_failure(error.error)
+        replied = isinstance(error.error, smtplib.SMTPResponseException | smtplib.SMTPRecipientsRefused)
+        return said if replied else f"{said} ({error.phase})"
     if isinstance(error, smtplib.SMTPRecipientsRefused):
         refusals = "; ".join(f"{code} {_text(message)}" for code, message in error.recipients.values())
         return f"SMTP refused the recipient: {refusals}"
@@ -155,27 +201,21 @@ def _mail_server() -> str:
     return f"{options.get('host', '?')}:{options.get('port', '?')}"
 
 
-def _claimable(email: Email, now: datetime) -> bool:
-    stale = now - timedelta(seconds=settings.EMAIL_CLAIM_STALE_SECONDS)
-    if email.status == Status.QUEUED:
-        return True
-    return email.status == Status.SENDING and email.claimed_at is not None and email.claimed_at < stale
-
-
-def _hold_back(email: Email, now: datetime, *, status: str) -> SendOutcome | None:
+def _hold_back(email: Email, now: datetime, *, status: str, claim: Claim | None = None) -> SendOutcome | None:
     """Skip an email the person no longer wants; keep one back outside their hours."""
     preference = email_preference_for_user(user=email.user)
     if reason := _unwanted_because(email, preference):
-        _finish(email, status, Status.SKIPPED, reason)
+        _finish(email, status, Status.SKIPPED, reason, claim=claim)
         return SendOutcome.SKIPPED
     hours = preference.hours
     if may_email_at(now, hours, sending_window()):
         return None
     send_at = next_sending_time(now, hours, sending_window())
     if send_at is None:
-        _finish(email, status, Status.SKIPPED, "their quiet hours cover the whole sending window")
+        _finish(email, status, Status.SKIPPED, "their quiet hours cover the whole sending window", claim=claim)
         return SendOutcome.SKIPPED
-    Email.objects.filter(pk=email.pk, status=status).update(status=Status.QUEUED, claimed_at=None, send_after=send_at)
+    rows = claim_rows(claim) if claim is not None else Email.objects.filter(pk=email.pk, status=status)
+    rows.update(status=Status.QUEUED, claimed_at=None, claimed_by="", claim_token=None, send_after=send_at)
     return SendOutcome.DEFERRED
 
 
@@ -200,13 +240,15 @@ def _unwanted_because(email: Email, preference: EmailPreference) -> str | None:
     return None
 
 
-def _draft(email: Email, now: datetime) -> Email | SendOutcome:
+def _draft(email: Email, now: datetime, *, retry_in: float | None) -> Email | SendOutcome:
     """The email with its draft saved, or what became of it instead."""
     try:
         written = draft_email(email=email, now=now)
     except LLMError as error:
         if error.retryable:
-            _release(email, now=now, error=f"the model could not write it yet: {error}", claimed=False)
+            Email.objects.filter(pk=email.pk, status=Status.QUEUED).update(
+                error=f"the model could not write it yet: {error}", send_after=_retry_due(now, retry_in)
+            )
             raise EmailTemporaryFailure(str(error)) from error
         _finish(email, Status.QUEUED, Status.FAILED, f"the model could not write it: {error}")
         return SendOutcome.FAILED
@@ -232,19 +274,7 @@ def _draft(email: Email, now: datetime) -> Email | SendOutcome:
     return current if current is not None and current.status == Status.QUEUED else SendOutcome.NOT_OURS
 
 
-def _claim(email: Email, *, message_id: str, now: datetime) -> bool:
-    # The only way into `sending`: one conditional UPDATE, so of any number of tasks
-    # racing for the row, exactly one sees a row updated.
-    stale = now - timedelta(seconds=settings.EMAIL_CLAIM_STALE_SECONDS)
-    claimed = (
-        Email.objects.filter(pk=email.pk, subject__isnull=False)
-        .filter(Q(status=Status.QUEUED) | Q(status=Status.SENDING, claimed_at__lt=stale))
-        .update(status=Status.SENDING, claimed_at=now, attempts=F("attempts") + 1, provider_message_id=message_id)
-    )
-    return claimed == 1
-
-
-def _deliver(email: Email, *, message_id: str) -> None:
+def _deliver(email: Email, *, claim: Claim, clock: Callable[[], datetime]) -> None:
     link = unsubscribe_url(email.user_id)
     message = UnfoldedEmail(
         subject=email.subject or "",
@@ -252,7 +282,7 @@ def _deliver(email: Email, *, message_id: str) -> None:
         # Their name where they gave one: mail clients show it, and it reads as written to them.
         to=[formataddr((email.user.name, email.user.email)) if email.user.name else email.user.email],
         headers={
-            "Message-ID": message_id,
+            "Message-ID": email.provider_message_id,
             # RFC 8058: mail clients show an unsubscribe button that POSTs here, no cookies.
             "List-Unsubscribe": f"<{link}>",
             "List-Unsubscribe-Post": "List-Unsubscribe=One-Click",
@@ -260,34 +290,39 @@ def _deliver(email: Email, *, message_id: str) -> None:
     )
     if email.body_html:
         message.attach_alternative(email.body_html, "text/html")
-    message.send(using=MAILER)
+    mailer = mailers[MAILER]
+    if not isinstance(mailer, SmtpBackend):
+        # The console in development, memory in tests: nothing to wait for, nothing unknown.
+        mailer.send_messages([message])
+        return
+
+    def body_going() -> bool:
+        going = claim_body_going(claim, now=clock())
+        # The server may take up to ten minutes to answer: no connection is held meanwhile.
+        release_connection()
+        return going
+
+    envelope = Envelope(
+        sender=mailer.prep_address(message.from_email),
+        recipients=[mailer.prep_address(address) for address in message.recipients()],
+        message=message.message(policy=email_policy.SMTP).as_bytes(),
+    )
+    release_connection()
+    smtp_deliver(mailer=mailer, envelope=envelope, timeouts=SmtpTimeouts.from_settings(), before_end_of_data=body_going)
 
 
-def _release(email: Email, *, now: datetime, error: str, claimed: bool) -> None:
-    """Give the row back for a retry: queued, with the error, and a lease so the
-    dispatcher leaves it to the task's own retry. A claim is released only if it is ours."""
-    rows = Email.objects.filter(pk=email.pk)
-    rows = rows.filter(status=Status.SENDING, claimed_at=now) if claimed else rows.filter(status=Status.QUEUED)
-    rows.update(status=Status.QUEUED, claimed_at=None, error=error, send_after=lease_from(now))
+def _retry_due(now: datetime, retry_in: float | None) -> datetime:
+    """When the dispatcher may hand out an email given back for a retry: a minute after the
+    task's own retry was due. So the retry runs first, and an email whose retry was lost
+    with its worker (a countdown is held by the worker, outside its prefetch) is sent all
+    the same, minutes later rather than at the broker's redelivery."""
+    wait = settings.EMAIL_RETRY_BACKOFF_SECONDS if retry_in is None else retry_in
+    return now + timedelta(seconds=wait) + RETRY_GRACE
 
 
-def _record_sent(email: Email, *, now: datetime) -> None:
-    with transaction.atomic():
-        # It went out: recorded whoever holds the row now (a dispatcher may have queued it
-        # again after a very slow send), so nobody sends it a second time.
-        recorded = Email.objects.filter(pk=email.pk, status__in=[Status.SENDING, Status.QUEUED]).update(
-            status=Status.SENT, sent_at=now, error=""
-        )
-        if not recorded:
-            logger.warning("email %s went out, but another task had already finished it", email.pk)
-        if recorded and email.kind == Kind.CHECK_IN and email.memory_id is not None:
-            prospective_memory_raise(
-                user=email.user, memory_id=email.memory_id, reason="asked about it in a check-in email", now=now
-            )
-
-
-def _finish(email: Email, status: str, outcome: str, reason: str) -> None:
-    Email.objects.filter(pk=email.pk, status=status).update(status=outcome, error=reason, claimed_at=None)
+def _finish(email: Email, status: str, outcome: str, reason: str, *, claim: Claim | None = None) -> None:
+    rows = claim_rows(claim) if claim is not None else Email.objects.filter(pk=email.pk, status=status)
+    rows.update(status=outcome, error=reason, claimed_at=None, claim_token=None)
     if outcome == Status.FAILED:
         logger.warning("email %s failed: %s", email.pk, reason)
 

@@ -7,9 +7,9 @@ an email that must wait is a row with a due time, which dispatch_due_emails pick
 
 from __future__ import annotations
 
-import logging
-
 from celery import Task, shared_task
+from celery.signals import worker_ready
+from celery.worker.consumer import Consumer
 from django.conf import settings
 
 from emails.outbox import mail_send_due
@@ -17,16 +17,14 @@ from emails.planning import (
     check_ins_plan,
     emails_dispatch_due,
     emails_hand_out,
+    emails_worker_started,
     nudges_plan,
     session_recaps_plan,
     weekly_episode_write,
     weekly_episodes_plan,
 )
 from emails.sending import EmailTemporaryFailure, email_give_up, email_send
-from infra.llm import LLMError
-from memory.drafts import MemoryWriteError
-
-logger = logging.getLogger(__name__)
+from infra.dbsteps import release_connection
 
 
 def retry_countdown(retries: int) -> float:
@@ -70,7 +68,8 @@ def dispatch_due_emails() -> int:
 
 @shared_task(ignore_result=True)
 def plan_weekly_episodes() -> int:
-    """Every hour: people whose Sunday evening it is get their week written up."""
+    """Every hour: each person's week whose Sunday evening has come is asked to be written
+    up, until it is (or is too old): a failed or lost write is asked for again later."""
     return weekly_episodes_plan()
 
 
@@ -83,14 +82,18 @@ def hand_out_emails(email_ids: list[int]) -> int:
 
 # acks_late: a worker that dies mid-task leaves the message unacknowledged, and Redis
 # hands it to another worker after the visibility timeout; the ledger's claim makes
-# that second delivery send the email once, not twice.
+# that second delivery send the email once, not twice. Long before then, the worker's
+# restart has released its claim (release_claims_of_the_last_run below).
 @shared_task(bind=True, acks_late=True, ignore_result=True)
 def send_email(self: Task, email_id: int) -> str:
     """Draft, claim and send one planned email. Temporary failures (SMTP 4xx, a dropped
-    connection, a model outage) are retried with backoff up to EMAIL_SEND_MAX_RETRIES,
-    then recorded failed; permanent ones are recorded failed at once."""
+    connection, a model outage, all before the end of the email went) are retried with
+    backoff up to EMAIL_SEND_MAX_RETRIES, then recorded failed; permanent ones are
+    recorded failed at once; one the server never answered is sent-unconfirmed."""
     try:
-        return email_send(email_id=email_id)
+        return email_send(
+            email_id=email_id, worker=self.request.hostname, retry_in=retry_countdown(self.request.retries)
+        )
     except EmailTemporaryFailure as failure:
         if self.request.retries >= settings.EMAIL_SEND_MAX_RETRIES:
             email_give_up(email_id=email_id, error=str(failure))
@@ -98,18 +101,22 @@ def send_email(self: Task, email_id: int) -> str:
         raise self.retry(countdown=retry_countdown(self.request.retries), exc=failure) from failure
 
 
-@shared_task(bind=True, acks_late=True, ignore_result=True)
-def write_weekly_episode(self: Task, user_id: int, week_key: str) -> None:
-    """Summarise one person's week as a weekly episode memory. A model outage is retried
-    with backoff; past that it is logged, and the next hourly tick of their Sunday
-    evening asks again."""
+@shared_task(acks_late=True, ignore_result=True)
+def write_weekly_episode(user_id: int, week_key: str) -> None:
+    """Summarise one person's week as a weekly episode memory, once. A model that fails is
+    not retried here: the week stays due, and the hourly planner asks again after a
+    growing pause, as it does for a task that was lost."""
+    weekly_episode_write(user_id=user_id, week_key=week_key)
+
+
+@worker_ready.connect
+def release_claims_of_the_last_run(sender: Consumer, **_: object) -> None:
+    """A worker starts under a name whose claims are still held: its predecessor died
+    with them (SIGKILL, a crash, the machine's out-of-memory killer). Before this worker
+    takes a task, they are released and what is due handed out, so the emails they held
+    go out seconds after the restart, not at the stale limit or the broker's redelivery."""
     try:
-        weekly_episode_write(user_id=user_id, week_key=week_key)
-    except MemoryWriteError as refused:
-        # The store has no room a coach may take (fourteen episodes the person kept, say).
-        logger.info("the weekly episode %s of %s was not kept: %s", week_key, user_id, refused)
-    except LLMError as error:
-        if not error.retryable or self.request.retries >= settings.EMAIL_SEND_MAX_RETRIES:
-            logger.warning("the weekly episode %s of %s could not be written: %s", week_key, user_id, error)
-            return
-        raise self.retry(countdown=retry_countdown(self.request.retries), exc=error) from error
+        emails_worker_started(node=sender.hostname)
+    finally:
+        # The worker's main process runs no tasks: it keeps no connection.
+        release_connection()

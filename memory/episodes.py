@@ -13,7 +13,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from django.conf import settings
-from django.utils import timezone
 
 from infra import llm
 from infra.prompts import prompt
@@ -35,24 +34,18 @@ class SessionOfWeek:
     summary: str
 
 
-def weekly_episode_write(
-    *, user: User, week_key: str, sessions: Sequence[SessionOfWeek], now: datetime | None = None
-) -> Memory | None:
-    """Have the model summarise the person's week from its sessions' summaries, and keep it
-    as their weekly episode under `week_key` ("week-2026-48"). None when there is nothing
-    to write, or it is written already. The model is called outside any transaction."""
-    now = now or timezone.now()
-    if not sessions or Memory.objects.keyed(user.pk, week_key).exists():
-        return None
+def weekly_episode_text(*, week_key: str, sessions: Sequence[SessionOfWeek]) -> str:
+    """Have the model summarise the person's week (`week_key`, "week-2026-48") from its
+    sessions' summaries. The model is called outside any transaction; the caller keeps
+    the text (weekly_episode_save), once per week."""
     _, year, week = week_key.split("-")
     lines = [f"- {session.day}: {' '.join(session.summary.split())}" for session in sessions]
-    text = llm.complete(
+    return llm.complete(
         [
             {"role": "system", "content": prompt("memory", "weekly_episode")},
             {"role": "user", "content": f"The sessions of week {year}-{week}:\n" + "\n".join(lines)},
         ]
     )
-    return weekly_episode_save(user=user, key=week_key, text=text, now=now)
 
 
 def weekly_episode_save(*, user: User, key: str, text: str, now: datetime | None = None) -> Memory:

@@ -29,6 +29,7 @@ def ledger(user: User, other_user: User) -> None:
     make_email(user, period_key="2026-W47", status="sent", subject="Secret subject", body="Private body")
     make_email(user, kind="check_in", period_key="memory-1", status="failed", error="SMTP 550: no such user")
     make_email(other_user, period_key="2026-W47", status="skipped", error="they unsubscribed")
+    make_email(other_user, period_key="2026-W48", status="sent_unconfirmed", error="it may have been delivered")
 
 
 def test_the_ledger_is_listed_without_what_the_emails_said(admin: Client, ledger: None) -> None:
@@ -45,6 +46,7 @@ def test_the_ledger_is_listed_without_what_the_emails_said(admin: Client, ledger
     [
         ("?status__exact=failed", ["ada@example.com"]),
         ("?status__exact=skipped", ["grace@example.com"]),
+        ("?status__exact=sent_unconfirmed", ["grace@example.com"]),
         ("?kind__exact=check_in", ["ada@example.com"]),
         ("?kind__exact=nudge&status__exact=sent", ["ada@example.com"]),
         ("?q=grace", ["grace@example.com"]),
@@ -57,6 +59,17 @@ def test_the_ledger_filters_by_status_and_kind_and_searches_by_address(
 
     result_list = response.content.decode().split('id="result_list"', 1)[1]
     assert [p for p in ("ada@example.com", "grace@example.com") if f">{p}<" in result_list] == people
+
+
+def test_an_email_the_server_never_answered_is_listed_and_filtered_as_sent_unconfirmed(
+    admin: Client, ledger: None
+) -> None:
+    page = admin.get(LEDGER).content.decode()
+    filtered = admin.get(LEDGER + "?status__exact=sent_unconfirmed").content.decode()
+
+    assert "Sent, unconfirmed" in page.split('id="changelist-filter"', 1)[1]
+    rows = filtered.split('id="result_list"', 1)[1]
+    assert rows.count('<td class="field-status">Sent, unconfirmed</td>') == 1
 
 
 def test_an_email_opens_with_its_text_once_staff_say_why(admin: Client, user: User) -> None:

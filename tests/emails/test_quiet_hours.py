@@ -1,28 +1,33 @@
 """No email is sent inside quiet hours: the send task itself, driven at instants around
-daylight-saving changes in several zones, with quiet hours that may cross midnight."""
+daylight-saving changes in several zones, with quiet hours that may cross midnight; and
+judged at the time of sending, after the draft, however long the model took."""
 
 from __future__ import annotations
 
-from datetime import datetime, time
+from datetime import datetime, time, timedelta
 from itertools import count
 from zoneinfo import ZoneInfo
 
 import pytest
 from django.core import mail
+from django.utils import timezone
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from accounts.models import User
 from emails.models import Email
 from emails.sending import SendOutcome, email_send
+from offline_coach import ModelServer
 from tests.emails.clocks import around_a_clock_change, in_quiet_hours, quiet_times
-from tests.emails.factories import make_email, prefer
+from tests.emails.factories import make_email, prefer, reachable_now
 
 pytestmark = pytest.mark.django_db
 
 WINDOW_HOURS = range(9, 20)
 # A check-in needs an open intention besides; the hours are the same for every kind.
 KINDS = [Email.Kind.NUDGE, Email.Kind.SESSION_SUMMARY]
+DRAFT = "Subject: Your long run\n\nHi Ada,\n\nHow did Sunday's long run feel?"
+MODEL_SECONDS = 3.0
 _periods = count()
 
 
@@ -58,3 +63,26 @@ def test_the_send_task_never_sends_inside_quiet_hours(
         assert outcome == SendOutcome.SKIPPED
         assert email.error == "their quiet hours cover the whole sending window"
         assert mail.outbox == []
+
+
+def test_a_draft_that_runs_into_the_persons_quiet_hours_is_held_for_their_next_sending_time(
+    user: User, model_server: ModelServer
+) -> None:
+    reachable_now(user)
+    local = timezone.now().astimezone(ZoneInfo(user.time_zone))
+    # Their quiet hours begin while the model is still writing.
+    starts, ends = local + timedelta(seconds=MODEL_SECONDS / 2), local + timedelta(hours=1)
+    prefer(user, quiet_start=starts.time(), quiet_end=ends.time())
+    model_server.queue_text(DRAFT, delay_seconds=MODEL_SECONDS)
+    email = make_email(user)
+
+    assert email_send(email_id=email.pk) == SendOutcome.DEFERRED
+
+    held = Email.objects.get(pk=email.pk)
+    assert (held.status, held.subject, held.claimed_at) == ("queued", "Your long run", None)
+    assert ends <= held.send_after <= ends + timedelta(minutes=1)
+    assert mail.outbox == []
+    # At their next sending time it goes as it was drafted, without asking the model again.
+    assert email_send(email_id=email.pk, now=held.send_after) == SendOutcome.SENT
+    assert len(mail.outbox) == 1 and len(model_server.chat_requests()) == 1
+    assert Email.objects.get(pk=email.pk).sent_at == held.send_after

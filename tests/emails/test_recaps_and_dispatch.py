@@ -16,7 +16,7 @@ from coach.models import ChatSession
 from coach.services import session_end
 from coach.tasks import summarise_ended_sessions
 from emails.models import Email
-from emails.planning import emails_dispatch_due, session_recap_plan, session_recaps_plan
+from emails.planning import emails_dispatch_due, emails_worker_started, session_recap_plan, session_recaps_plan
 from offline_coach import ModelServer
 from tests.coach.factories import make_session
 from tests.emails.factories import make_email, prefer, reachable_now
@@ -185,3 +185,35 @@ def test_the_claim_of_a_worker_that_died_is_released_after_the_stale_limit(
     assert handed == [abandoned.pk]
     assert Email.objects.get(pk=abandoned.pk).status == "queued"
     assert Email.objects.get(pk=busy.pk).status == "sending"
+
+
+def test_a_stale_claim_whose_end_had_gone_to_the_server_is_recorded_unconfirmed_never_handed_out(
+    user: User, handed: list[int], committed, settings
+) -> None:
+    now = timezone.now()
+    stale = now - timedelta(seconds=settings.EMAIL_CLAIM_STALE_SECONDS + 1)
+    went = make_email(user, status="sending", claimed_at=stale, body_sent_at=stale + timedelta(seconds=2))
+
+    with committed():
+        assert emails_dispatch_due(now=now) == 0
+        assert emails_dispatch_due(now=now + timedelta(days=2)) == 0
+
+    assert handed == []
+    unconfirmed = Email.objects.get(pk=went.pk)
+    assert unconfirmed.status == "sent_unconfirmed" and unconfirmed.sent_at == unconfirmed.body_sent_at
+    assert "it may have been delivered, so it is not sent again" in unconfirmed.error
+
+
+def test_a_restarted_worker_hands_out_at_once_what_its_predecessor_held_before_the_end_went(
+    user: User, handed: list[int], committed
+) -> None:
+    now = timezone.now()
+    mine = make_email(user, period_key="mine", status="sending", claimed_at=now, claimed_by="mailer@host (pid 41)")
+    other = make_email(user, period_key="other", status="sending", claimed_at=now, claimed_by="mailer-2@host (pid 7)")
+
+    with committed():
+        assert emails_worker_started(node="mailer@host", now=now) == 1
+
+    assert handed == [mine.pk]
+    assert Email.objects.get(pk=mine.pk).status == "queued"
+    assert Email.objects.get(pk=other.pk).status == "sending"

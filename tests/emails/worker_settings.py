@@ -1,9 +1,10 @@
 """Settings for a Celery worker that a test runs as a process of its own (and may kill).
 
 The test settings, plus what only the test process knows: its test database's name and
-its SMTP sink's port. The visibility timeout is seconds, not an hour, so a task whose
-worker was killed comes back while the test waits; the stale-claim limit stays below it,
-as in production.
+its SMTP server's port. SMTP's waits are seconds, not minutes. The broker's visibility
+timeout and the stale-claim limit stay production's (about an hour each), and no beat
+runs the dispatcher: an email that goes out within the test's minutes after a worker's
+restart was released by that restart, not handed out again by Redis or the dispatcher.
 """
 
 import os
@@ -18,11 +19,7 @@ MAILERS = {
         "OPTIONS": {"host": "127.0.0.1", "port": int(os.environ["COACH_TEST_SMTP_PORT"]), "timeout": 10},
     }
 }
-CELERY_VISIBILITY_TIMEOUT_SECONDS = 3
-CELERY_BROKER_TRANSPORT_OPTIONS = {
-    "visibility_timeout": CELERY_VISIBILITY_TIMEOUT_SECONDS,
-    # Look for abandoned tasks every second rather than every hundred.
-    "unacked_restore_interval": 1,
-    "unacked_restore_throttle": 1,
-}
-EMAIL_CLAIM_STALE_SECONDS = 2
+EMAIL_SMTP_COMMAND_TIMEOUT_SECONDS = 10.0
+EMAIL_SMTP_DATA_TIMEOUT_SECONDS = 10.0
+EMAIL_SMTP_BLOCK_TIMEOUT_SECONDS = 10.0
+EMAIL_SMTP_END_OF_DATA_TIMEOUT_SECONDS = 60.0

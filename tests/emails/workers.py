@@ -38,6 +38,25 @@ def in_thread_worker_idle() -> bool:
     return not state.active_requests and not state.reserved_requests
 
 
+def tasks_waiting_in_redis() -> int:
+    """Messages queued and not yet fetched by any worker."""
+    client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    try:
+        return client.llen("celery")
+    finally:
+        client.close()
+
+
+def forget_unacknowledged() -> None:
+    """Drop what killed workers left unacknowledged (Redis would hand it out again after
+    the visibility timeout, an hour on): not the next test's business."""
+    client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    try:
+        client.delete("unacked", "unacked_index", "unacked_mutex")
+    finally:
+        client.close()
+
+
 def tasks_left_in_redis() -> int:
     """Messages queued or delivered and not yet acknowledged."""
     client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
@@ -48,9 +67,12 @@ def tasks_left_in_redis() -> int:
 
 
 @contextmanager
-def worker_process(*, smtp_port: int, model_url: str) -> Iterator[subprocess.Popen[bytes]]:
-    """`celery -A coach worker`, as the run command starts it, against this test's database
-    and Redis (see worker_settings.py); stopped on exit unless the test killed it."""
+def worker_process(*, smtp_port: int, model_url: str, name: str | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    """`celery -A coach worker`, as the run command starts it (its pool of child processes,
+    one child here), against this test's database and Redis (see worker_settings.py);
+    stopped on exit unless the test killed it. `name` is its node name's first part: a
+    worker started again under the same name is the same worker restarted, as a
+    supervisor or a container's restart policy would."""
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "tests.emails.worker_settings",
@@ -71,9 +93,11 @@ def worker_process(*, smtp_port: int, model_url: str) -> Iterator[subprocess.Pop
             "coach",
             "worker",
             "--pool",
-            "solo",
+            "prefork",
+            "--concurrency",
+            "1",
             "--hostname",
-            f"killable-{next(_names)}@%h",
+            f"{name or f'killable-{next(_names)}'}@%h",
             "--without-heartbeat",
             "--without-mingle",
             "--without-gossip",
