@@ -122,7 +122,8 @@ def _forget_started(message_id: int, done: concurrent.futures.Future[None]) -> N
 
 async def turn_run(*, user_id: int, message_id: int) -> None:
     try:
-        begun = await db_step(turn_begin, user_id=user_id, message_id=message_id, now=timezone.now())
+        # Tried again while the database is away for a moment: an undone claim is harmless.
+        begun = await _finishing(turn_begin, user_id=user_id, message_id=message_id, now=timezone.now())
     except Exception:
         # Its claim was undone with the transaction: no attempt holds the message, so its
         # readers learn the failure from the database.
@@ -267,8 +268,8 @@ async def _reply_saved(attempt: Attempt, text: str, tokens: ReplyTokens) -> Mess
 
 
 async def _finishing[R](step: Callable[..., R], **kwargs: Any) -> R:
-    """A step that records how the turn ended, tried again while the database is away for
-    a moment (a connection lost, a restart under way)."""
+    """A step that begins the turn or records how it ended, tried again while the database
+    is away for a moment (a connection lost, a restart under way)."""
     for pause in (*FINISH_RETRY_PAUSES_SECONDS, None):
         try:
             return await db_step(step, **kwargs)

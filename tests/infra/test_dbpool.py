@@ -18,6 +18,7 @@ import psycopg
 import pytest
 
 from coach.localservices import LocalService, start_postgres
+from offline_coach import ModelServer
 from tests.processes import REPO, app_process
 
 # A session key no login has: the page looks it up in the database, then shows the landing
@@ -113,3 +114,80 @@ def test_after_postgres_restarts_every_request_succeeds_on_the_connections_the_p
 
     failed = len(statuses) - statuses.count(200)
     assert failed == 0, f"{failed} of {len(statuses)} requests failed; the pool held {held} connections"
+
+
+# A person of the test database's own, signed in, with a conversation: made by the app's
+# own code in a process of its own (the test's ORM speaks to the suite's database).
+_A_PERSON = """
+from allauth.account.models import EmailAddress
+from django.test import Client
+from django.utils import timezone
+from accounts.models import User
+from coach.services import session_start
+user = User.objects.create_user("restart@example.com", "a long test password", onboarded_at=timezone.now())
+EmailAddress.objects.create(user=user, email=user.email, primary=True, verified=True)
+client = Client()
+client.force_login(user)
+print(client.cookies["sessionid"].value, session_start(user=user).pk)
+"""
+
+
+def a_person_signed_in(database: LocalService) -> tuple[str, int]:
+    made = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", _A_PERSON],
+        cwd=REPO,
+        env={**os.environ, "DATABASE_URL": database.url},
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    session_key, conversation = made.stdout.split()[-2:]
+    return f"sessionid={session_key}", int(conversation)
+
+
+def unfinished_turns(database: LocalService) -> int:
+    with psycopg.connect(database.url) as connection:
+        [(count,)] = connection.execute(
+            "SELECT count(*) FROM coach_message WHERE role = 'user' AND status IN ('pending', 'answering')"
+        ).fetchall()
+    return count
+
+
+def test_turns_in_flight_when_postgres_restarts_each_end_and_no_request_after_fails(
+    own_database: LocalService, model_server: ModelServer
+) -> None:
+    from tests.coach.sse import post_form, read_events
+
+    cookie, conversation = a_person_signed_in(own_database)
+    words = " ".join(f"word{n}" for n in range(40))
+    for _ in range(4):
+        model_server.queue_text(words, chunk_delay_seconds=0.1)
+    env = {
+        "DATABASE_URL": own_database.url,
+        "DATABASE_POOL_MIN_SIZE": str(POOL_KEEPS),
+        "OPENAI_BASE_URL": model_server.base_url,
+        "OPENAI_API_KEY": "test-key",
+        "COACH_MODEL": "offline-coach",
+        "EMBEDDING_MODEL": "bag-of-words",
+        "LLM_MAX_RETRIES": "0",
+        "COACH_MAX_TURNS_AT_ONCE": "4",
+    }
+    with app_process(env) as app:
+        base = f"{app.url}/chat/{conversation}"
+        posted = []
+        for number in range(4):
+            status, _ = post_form(f"{base}/messages", {"text": f"Plan week {number}"}, cookie=cookie)
+            assert status == 200
+            posted.append(number)
+        wait_until(lambda: unfinished_turns(own_database) == 4)
+        restarted(own_database, signal.SIGINT)
+        # Every turn ends, answered or failed and retryable: none is left being answered.
+        wait_until(lambda: unfinished_turns(own_database) == 0, timeout=60)
+        statuses = [page_status(app.url + "/") for _ in range(POOL_KEEPS + 3)]
+        with psycopg.connect(own_database.url) as connection:
+            ids = [pk for (pk,) in connection.execute("SELECT id FROM coach_message WHERE role = 'user'").fetchall()]
+        endings = [list(read_events(f"{base}/messages/{pk}/reply", cookie=cookie))[-1].name for pk in ids]
+
+    assert statuses == [200] * len(statuses)
+    assert len(ids) == 4 and set(endings) <= {"done", "failed"}, endings
