@@ -7,15 +7,25 @@ database for the same row again."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextvars import ContextVar
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from django.contrib.auth import get_user_model
 from django.contrib.sessions.backends.db import SessionStore as DatabaseSessionStore
+from django.db import connection
+from django.utils import timezone
+from psycopg import sql
 
 from accounts.models import LoginSession
+from infra.rows import column_count, columns, from_row, table, text
 
 if TYPE_CHECKING:
     from accounts.models import User
+
+# What a store reads when no caller read it already.
+_UNREAD = object()
 
 # The owner of the session this request (this context) loaded last; taken once, by the
 # backend's get_user, which follows the load within the same `request.user`.
@@ -44,10 +54,37 @@ class SessionStore(DatabaseSessionStore):
         # Saved from async code (an async login) as from sync: with its owner.
         return _owned(await super().acreate_model_instance(data), data)
 
+    def load_with(self, *, columns: sql.Composable, joins: sql.Composable, parameters: dict[str, Any]) -> Any:
+        """Load this session in a statement that also reads `columns` (each led by a
+        comma) from what `joins` joins to its `s` and its owner `u` (the caller's SQL,
+        values as named `parameters`): those columns' values, or None if there is no such
+        session. The session is then loaded as on any request, its read taken from this
+        statement, so the caller's read costs no query of its own. None too (nothing
+        read) where the session was loaded already or has no key."""
+        if self.session_key is None or hasattr(self, "_session_cache"):
+            return None
+        statement = _session_with_owner_sql(columns.as_string(), joins.as_string())
+        with connection.cursor() as cursor:
+            cursor.execute(statement, {**parameters, "session_key": self.session_key, "now": timezone.now()})
+            row = cursor.fetchone()
+        session, more = (None, None) if row is None else _session_with_owner_from_row(row)
+        self._read_already = session
+        self._get_session()
+        return more
+
     def _get_session_from_db(self) -> LoginSession | None:
-        # Read with its owner in the same query (LoginSession's manager), kept for the
-        # authentication backend to take.
-        session = super()._get_session_from_db()
+        # Read with its owner, kept for the backend to take. Every signed-in request makes
+        # this read: as SQL, 0.6 ms; by the ORM (LoginSession's manager), 1.7 ms
+        # (bench/statements.py).
+        session = self.__dict__.pop("_read_already", _UNREAD)
+        if session is _UNREAD:
+            with connection.cursor() as cursor:
+                statement = _session_with_owner_sql("", "")
+                cursor.execute(statement, {"session_key": self.session_key, "now": timezone.now()})
+                row = cursor.fetchone()
+            session = None if row is None else _session_with_owner_from_row(row)[0]
+        if session is None:
+            self._session_key = None
         _owner_loaded.set(session.user if session is not None else None)
         return session
 
@@ -55,6 +92,36 @@ class SessionStore(DatabaseSessionStore):
         session = await super()._aget_session_from_db()
         _owner_loaded.set(session.user if session is not None else None)
         return session
+
+
+@cache
+def _session_with_owner_sql(more_columns: str, more_joins: str) -> str:
+    """The read of an unexpired session (its key, then now, as the parameters) with its
+    owner as `s` and `u`, then `more_columns`, from what `more_joins` joins."""
+    owner = get_user_model()
+    return text(
+        sql.SQL(
+            """SELECT {session_columns}, {owner_columns}{more_columns}
+            FROM {sessions} s LEFT JOIN {people} u ON u.id = s.user_id {more_joins}
+            WHERE s.session_key = %(session_key)s AND s.expire_date > %(now)s"""
+        ).format(
+            session_columns=columns(LoginSession, "s"),
+            owner_columns=columns(owner, "u"),
+            more_columns=sql.SQL(more_columns),
+            sessions=table(LoginSession),
+            people=table(owner),
+            more_joins=sql.SQL(more_joins),
+        )
+    )
+
+
+def _session_with_owner_from_row(row: Sequence[Any]) -> tuple[LoginSession, Sequence[Any]]:
+    """The session (with `.user`, its owner, None for none), and the rest of the row."""
+    session_end = column_count(LoginSession)
+    owner_end = session_end + column_count(get_user_model())
+    session = from_row(LoginSession, row[:session_end])
+    session.user = None if session.user_id is None else from_row(get_user_model(), row[session_end:owner_end])
+    return session, row[owner_end:]
 
 
 def _owned(session: LoginSession, data: dict[str, Any]) -> LoginSession:

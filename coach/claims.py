@@ -29,6 +29,7 @@ from coach import streams
 from coach.conversation import HISTORY_MAX_MESSAGES, Conversation, conversation_for_turn
 from coach.liveness import known_dead, this_process
 from coach.models import ChatSession, Message
+from coach.statements import message_claimed, messages_before, reply_add_if_held
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -86,46 +87,29 @@ class ReplyTokens:
 
 
 def turn_claim(*, message_id: int, user_id: int, now: datetime) -> Attempt | None:
-    """Take the person's waiting message for a new attempt at answering it. None if it is
-    not theirs, not waiting, or another attempt has it."""
-    token = _claimed(message_id=message_id, user_id=user_id, now=now)
-    if token is None:
-        return None
-    session_id = Message.objects.filter(pk=message_id).values_list("session_id", flat=True).get()
-    return Attempt(message_id=message_id, session_id=session_id, token=token)
+    """Take the person's waiting message for a new attempt at answering it, with a token
+    of its own. None if it is not theirs, not waiting, or another attempt has it: of any
+    number of claims at once (two tabs, two processes, a reload), one matches."""
+    token = uuid.uuid4()
+    message = message_claimed(message_id=message_id, user_id=user_id, token=token, now=now, by=this_process())
+    return None if message is None else Attempt(message_id=message.pk, session_id=message.session_id, token=token)
 
 
 def turn_begin(*, user_id: int, message_id: int, now: datetime) -> BegunTurn | None:
     """Claim the person's message and assemble what the model is sent, in one transaction:
     a claim whose conversation could not be assembled is not left standing. None when the
     message is not theirs, not waiting, or another attempt has it."""
+    token = uuid.uuid4()
     with transaction.atomic():
-        token = _claimed(message_id=message_id, user_id=user_id, now=now)
-        if token is None:
+        # The claim reads the message back with its conversation and its person.
+        message = message_claimed(message_id=message_id, user_id=user_id, token=token, now=now, by=this_process())
+        if message is None:
             return None
-        message = Message.objects.select_related("session__user").get(pk=message_id)
-        earlier = Message.objects.filter(session_id=message.session_id, pk__lt=message.pk).order_by("-pk")
+        earlier = messages_before(message=message, limit=HISTORY_MAX_MESSAGES)
         user = message.session.user
-        conversation = conversation_for_turn(
-            user=user, message=message, now=now, earlier=list(earlier[:HISTORY_MAX_MESSAGES])[::-1]
-        )
+        conversation = conversation_for_turn(user=user, message=message, now=now, earlier=earlier[::-1])
     attempt = Attempt(message_id=message.pk, session_id=message.session_id, token=token)
     return BegunTurn(user=user, message=message, conversation=conversation, attempt=attempt)
-
-
-def _claimed(*, message_id: int, user_id: int, now: datetime) -> uuid.UUID | None:
-    """The claim itself: one UPDATE, so of any number of claims at once (two tabs, two
-    processes, a reload) one matches. Every condition is on the message's own columns, the
-    owner through a subquery: PostgreSQL tests the status again on the row a concurrent
-    claim left behind."""
-    token = uuid.uuid4()
-    theirs = ChatSession.objects.filter(user_id=user_id).values("pk")
-    claimed = Message.objects.filter(
-        pk=message_id, role=Message.Role.USER, status=Status.PENDING, session_id__in=theirs
-    ).update(
-        status=Status.ANSWERING, error="", attempt=token, claimed_at=now, heartbeat_at=Now(), claimed_by=this_process()
-    )
-    return token if claimed else None
 
 
 def turn_heartbeat(*, attempt: Attempt) -> bool:
@@ -140,11 +124,11 @@ def reply_save(
     """The whole reply, with what it cost; the message it answers is answered. TurnLost if
     the attempt no longer holds the message (swept, or retried meanwhile)."""
     now = now or timezone.now()
-    with transaction.atomic():
-        if not _held(attempt).update(status=Status.ANSWERED, error=""):
-            raise TurnLost(f"message {attempt.message_id} is no longer held by this attempt")
-        reply = _reply_create(attempt, text=text, status=Status.COMPLETE, now=now, tokens=tokens)
-        ChatSession.objects.filter(pk=attempt.session_id).update(last_message_at=now, updated_at=now)
+    reply = _reply(attempt, text=text, status=Status.COMPLETE, now=now, tokens=tokens)
+    if not reply_add_if_held(
+        message_id=attempt.message_id, session_id=attempt.session_id, token=attempt.token, reply=reply, now=now
+    ):
+        raise TurnLost(f"message {attempt.message_id} is no longer held by this attempt")
     return reply
 
 
@@ -282,7 +266,13 @@ def _held(attempt: Attempt) -> QuerySet[Message]:
 def _reply_create(
     attempt: Attempt, *, text: str, status: str, now: datetime, tokens: ReplyTokens | None = None
 ) -> Message:
-    return Message.objects.create(
+    reply = _reply(attempt, text=text, status=status, now=now, tokens=tokens)
+    reply.save(force_insert=True)
+    return reply
+
+
+def _reply(attempt: Attempt, *, text: str, status: str, now: datetime, tokens: ReplyTokens | None = None) -> Message:
+    return Message(
         session_id=attempt.session_id,
         role=Message.Role.ASSISTANT,
         content=text,

@@ -7,10 +7,10 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.db.models import Count, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
+from coach import statements
 from coach.models import UNANSWERED, ChatSession, Message
 from coach.streams import UNFINISHED_KEEP_SECONDS
 from memory.selectors import memories_learned_in
@@ -20,6 +20,8 @@ CLOCK_MARGIN_SECONDS = 300
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    from django.contrib.sessions.backends.base import SessionBase
 
     from accounts.models import User
 
@@ -91,13 +93,6 @@ def session_to_write_in(*, user: User, pk: int) -> ChatSession | None:
     return _with_running_turns(user=user).filter(pk=pk).first()
 
 
-def session_locked(*, user_id: int, session_id: int) -> ChatSession | None:
-    """The person's conversation, as session_to_write_in reads it, locked until the
-    transaction ends (which the caller holds open); None if it is not theirs."""
-    sessions = _with_running_turns(user=get_user_model()(pk=user_id)).select_for_update(of=("self",))
-    return sessions.filter(pk=session_id).first()
-
-
 def _with_running_turns(*, user: User) -> QuerySet[ChatSession]:
     # The count is of the query's snapshot, taken before any wait for a lock: as fresh as
     # the limit it serves needs.
@@ -115,7 +110,33 @@ def message_to_follow(*, user: User, session_pk: int, message_pk: int) -> Messag
     """The person's own message in that conversation, as a reader of its reply needs it
     (id, conversation, status; no text to decrypt): None if it is not theirs."""
     theirs = Message.objects.filter(pk=message_pk, session_id=session_pk, role=Message.Role.USER, session__user=user)
-    return theirs.only("id", "session_id", "status").first()
+    return theirs.only(*statements.FOLLOWED).first()
+
+
+def message_to_follow_with_login(
+    session_store: SessionBase, *, session_pk: int, message_pk: int
+) -> Sequence[object] | None:
+    """Load the request's login session (`session_store`) in the statement that reads the
+    message its reader follows: what message_to_follow_in takes, or None where the store
+    cannot (its engine reads no more than the login, or it was loaded already); then
+    message_to_follow reads the message."""
+    load_with = getattr(session_store, "load_with", None)
+    if load_with is None:
+        return None
+    columns, joins = statements.message_to_follow_sql()
+    parameters = {"session_id": session_pk, "message_id": message_pk, "role": Message.Role.USER}
+    return load_with(columns=columns, joins=joins, parameters=parameters)
+
+
+def message_to_follow_in(
+    read: Sequence[object] | None, *, user: User, session_pk: int, message_pk: int
+) -> Message | None:
+    """message_to_follow, from what message_to_follow_with_login `read` for `user`. Read on
+    its own where that read nothing, or read a login session with no owner recorded (its
+    person is signed in all the same, read by the authentication backend)."""
+    if read is None or read[0] is None:
+        return message_to_follow(user=user, session_pk=session_pk, message_pk=message_pk)
+    return statements.message_to_follow_from(read, user_id=user.pk)
 
 
 def running_turns_of(*, user: User) -> int:

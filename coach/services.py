@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.models import Case, Q, Value, When
+from django.db.models import Q
 from django.utils import timezone
 
 from coach.models import TITLE_MAX_CHARS, UNANSWERED, ChatSession, Message
-from coach.selectors import session_locked
+from coach.statements import message_add_unless_sent, session_locked
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -38,6 +38,14 @@ class MessageRejected(Exception):
 
 class TooManyTurns(Exception):
     """A message refused while the person's other messages are still being answered."""
+
+
+class _SentAlready(Exception):
+    """Ends the transaction that added a message already sent, undoing the addition."""
+
+    def __init__(self, message: Message) -> None:
+        super().__init__(message.pk)
+        self.message = message
 
 
 def session_start(
@@ -100,9 +108,12 @@ def message_post_as(
     their messages are already waiting for, or getting, a reply."""
     now = now or timezone.now()
     text = _check_text(text)
-    return _message_added(
-        user_id=user_id, session_id=session_id, text=text, client_id=client_id, now=now, turns_at_most=turns_at_most
-    )
+    try:
+        return _message_added(
+            user_id=user_id, session_id=session_id, text=text, client_id=client_id, now=now, turns_at_most=turns_at_most
+        )
+    except _SentAlready as already:
+        return already.message
 
 
 def _message_added(
@@ -114,19 +125,9 @@ def _message_added(
         session = session_locked(user_id=user_id, session_id=session_id)
         if session is None:
             raise ChatSession.DoesNotExist(f"no conversation {session_id} of person {user_id}")
-        # What may have been sent already: the submission with this client id if there is
-        # one, else the person's last message, if it came within the last minute. Read
-        # after the lock: a submission that waited on it sees what the other one saved.
-        found = _sent_already(session, client_id=client_id, since=now - timedelta(seconds=DUPLICATE_WINDOW_SECONDS))
-        if found is not None and client_id is not None and found.client_id == client_id:
-            # The same submission again (a double click, a retried request).
-            return found
-        if found is not None and found.content == text and found.status in UNANSWERED:
-            # The same words again while the first are unanswered (two tabs).
-            return found
         if turns_at_most is not None and session.running_turns >= turns_at_most:
             raise TooManyTurns(session.running_turns)
-        message = Message.objects.create(
+        message = Message(
             session=session,
             role=Message.Role.USER,
             content=text,
@@ -141,24 +142,24 @@ def _message_added(
             session.ended_at, session.summarised_at, session.summary_claimed_at = None, None, None
         if not session.title:
             session.title = _title_from(text)
-        session.save(
-            update_fields=["last_message_at", "ended_at", "summarised_at", "summary_claimed_at", "title", "updated_at"]
+        # The message and the conversation's new state, in one statement that also reads
+        # what the checks below need: the submission with this client id if there is one,
+        # else the person's last message, if it came within the last minute. A statement
+        # after the lock: one that waited on it sees what the other one saved.
+        changed = ["last_message_at", "ended_at", "summarised_at", "summary_claimed_at", "title", "updated_at"]
+        window_start = now - timedelta(seconds=DUPLICATE_WINDOW_SECONDS)
+        added, found = message_add_unless_sent(
+            message=message, session=session, session_fields=changed, since=window_start
         )
+        if found is not None:
+            found.session = session
+        if not added:
+            # The same submission again: it was not added.
+            return found
+        if found is not None and found.content == text and found.status in UNANSWERED:
+            # The same words again while the first are unanswered (two tabs): taken back.
+            raise _SentAlready(found)
     return message
-
-
-def _sent_already(session: ChatSession, *, client_id: uuid.UUID | None, since: datetime) -> Message | None:
-    """The conversation's submission with `client_id`, else the person's newest message
-    written after `since`; with the conversation it is in."""
-    sent = Q(role=Message.Role.USER, created_at__gt=since)
-    if client_id is not None:
-        sent |= Q(client_id=client_id)
-    candidates = Message.objects.filter(session=session).filter(sent)
-    ours_first = Case(When(client_id=client_id, then=0), default=1) if client_id else Value(1)
-    found = candidates.order_by(ours_first, "-created_at", "-pk").first()
-    if found is not None:
-        found.session = session
-    return found
 
 
 def session_end(*, session: ChatSession, now: datetime | None = None) -> bool:

@@ -29,6 +29,7 @@ from emails.schedule import (
     SendingWindow,
     next_nudge_time,
 )
+from emails.statements import emails_sent_lately
 from memory.context import SentEmail
 from memory.models import ProspectiveStatus, Tier
 
@@ -63,19 +64,10 @@ def emails_recently_sent(*, user: User, limit: int = LAST_EMAILS) -> list[Email]
     return list(emails_sent_to_user(user=user)[:limit])
 
 
-# What a prompt quotes of an email: its kind, subject, first line and date. The rest (the
-# HTML, the embedding, the sending's bookkeeping) is neither read nor decrypted.
-QUOTED = ("id", "kind", "subject", "body_text", "sent_at", "created_at")
-
-
-def emails_sent_lately(*, user: User, limit: int = LAST_EMAILS) -> list[Email]:
-    """The person's last `limit` sent emails, newest first, with only what is quoted."""
-    return list(emails_sent_to_user(user=user).only(*QUOTED)[:limit])
-
-
 def sent_emails_for_prompt(user: User) -> list[SentEmail]:
-    """The last emails sent to the person as a prompt's memory block quotes them."""
-    return [quoted(email) for email in emails_sent_lately(user=user)]
+    """The last emails sent to the person as a prompt's memory block quotes them. Every
+    turn asks, so it is read by SQL, with only what is quoted."""
+    return [quoted(email) for email in emails_sent_lately(user_id=user.pk, limit=LAST_EMAILS)]
 
 
 def quoted(email: Email) -> SentEmail:

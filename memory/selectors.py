@@ -7,8 +7,8 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from django.db.models import Exists, OuterRef, QuerySet
-from pgvector.django import CosineDistance
 
+from memory import statements
 from memory.models import Memory, MemoryEvent, MemoryOverlap, MemoryProposal, PrivateTextViewing, key_digest
 from memory.policy import MemoryFacts
 
@@ -38,23 +38,13 @@ def memories_for_prompt(*, user: User) -> list[Memory]:
 
 def memory_facts_for_user(*, user: User) -> list[MemoryFacts]:
     """The policy's view of a person's store: plain columns, nothing decrypted."""
-    rows = Memory.objects.filter(user=user).values_list("pk", "source", "category", "tier", "updated_at")
-    return [
-        MemoryFacts(ref=pk, source=source, category=category, tier=tier, updated_at=at)
-        for pk, source, category, tier, at in rows
-    ]
+    return statements.facts_of(user_id=user.pk)
 
 
 def memory_by_key(*, user: User, key: str, in_use_only: bool = False) -> Memory | None:
     """The person's memory named `key`, found by its digest (keys are encrypted), without
     its embedding."""
-    keyed = memory_list_for_user(user=user, in_use_only=in_use_only).filter(key_digest=key_digest(user.pk, key))
-    return keyed.order_by("pk").first()
-
-
-# A match of a similarity search is shown and recorded by these alone: the note itself (the
-# longest text) is neither read nor decrypted.
-MATCH_FIELDS = ("id", "key", "tier", "category", "summary")
+    return statements.memory_keyed(user_id=user.pk, digest=key_digest(user.pk, key), in_use_only=in_use_only)
 
 
 def memories_by_similarity(
@@ -76,19 +66,16 @@ def memories_by_similarity(
     have to be filtered after the fact, where it can silently return fewer rows.
     Only embeddings of the current model are comparable; others wait for re-embedding.
     """
-    candidates = memory_list_for_user(user=user, in_use_only=in_use_only).filter(
-        embedding_model=model, embedding__isnull=False
+    nearest = statements.memories_nearest(
+        user_id=user.pk,
+        vector=vector,
+        model=model,
+        limit=limit,
+        exclude_category=exclude_category,
+        exclude_digest=None if exclude_key is None else key_digest(user.pk, exclude_key),
+        in_use_only=in_use_only,
     )
-    if exclude_category is not None:
-        candidates = candidates.exclude(category=exclude_category)
-    if exclude_key is not None:
-        candidates = candidates.exclude(key_digest=key_digest(user.pk, exclude_key))
-    nearest = (
-        candidates.only(*MATCH_FIELDS)
-        .annotate(distance=CosineDistance("embedding", vector))
-        .order_by("distance", "pk")[:limit]
-    )
-    return [SimilarMemory(memory=memory, similarity=round(1.0 - memory.distance, 4)) for memory in nearest]
+    return [SimilarMemory(memory=memory, similarity=round(1.0 - distance, 4)) for memory, distance in nearest]
 
 
 def memory_by_key_and_similar(

@@ -34,7 +34,7 @@ from coach import streams
 from coach.claims import FAILED_RETRYABLE
 from coach.models import Message
 from coach.rendering import render_reply
-from coach.selectors import message_to_follow, sessions_for_user
+from coach.selectors import message_to_follow_in, message_to_follow_with_login, sessions_for_user
 from coach.turn import turn_start_unless_started
 from infra.dbsteps import db_step, release_connection, release_request_connection
 
@@ -61,8 +61,9 @@ WITHOUT_REDIS_POLL_SECONDS = 1.0
 @never_cache
 async def reply_stream(request: HttpRequest, pk: int, message_pk: int) -> HttpResponse:
     """The reply to one message: every event so far, then each new one until the last."""
-    # Who asks and their message in one trip to the request's own thread, on the connection
-    # that loads the login, which is given back before the stream begins.
+    # Who asks and their message in one trip to the request's own thread (not one for the
+    # login and another for the message), on the connection that loads the login, which is
+    # given back before the stream begins.
     user, message = await sync_to_async(_reader_and_message)(request, pk, message_pk)
     if user is None:
         return redirect_to_login(request.get_full_path())
@@ -220,12 +221,14 @@ def _memory_links(cue: dict[str, Any]) -> dict[str, str]:
 
 
 def _reader_and_message(request: HttpRequest, session_pk: int, message_pk: int) -> tuple[User | None, Message | None]:
-    """The person signed in (None for a visitor) and their message (None if not theirs)."""
+    """The person signed in (None for a visitor) and their message (None if not theirs),
+    the message read in the statement that loads the login."""
     try:
+        read = message_to_follow_with_login(request.session, session_pk=session_pk, message_pk=message_pk)
         user = request.user
         if not user.is_authenticated:
             return None, None
-        return user, message_to_follow(user=user, session_pk=session_pk, message_pk=message_pk)
+        return user, message_to_follow_in(read, user=user, session_pk=session_pk, message_pk=message_pk)
     finally:
         release_connection()
 

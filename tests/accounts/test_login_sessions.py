@@ -14,6 +14,7 @@ from django.contrib.sessions.middleware import SessionMiddleware
 from django.http import HttpRequest, HttpResponse
 from django.test import AsyncClient, Client, RequestFactory
 from django.utils import timezone
+from psycopg import sql
 
 from accounts.backends import ModelBackend
 from accounts.models import LoginSession, User
@@ -64,8 +65,42 @@ def test_who_is_signed_in_costs_one_query_from_async_code_too(
     assert signed_in == user
 
 
-WHO_ASKS = [get_user, async_to_sync(aget_user)]
-WAYS = ["sync", "async"]
+def loaded_with_more(request: HttpRequest) -> User:
+    """Who is signed in, the login loaded by a statement that read more besides."""
+    request.session.load_with(columns=sql.SQL(", 1"), joins=sql.SQL(""), parameters={})
+    return get_user(request)
+
+
+WHO_ASKS = [get_user, async_to_sync(aget_user), loaded_with_more]
+WAYS = ["sync", "async", "loaded-with-more"]
+
+
+def test_a_login_loaded_with_more_costs_that_one_query_and_signs_the_same_person_in(
+    client: Client, user: User, other_user: User, django_assert_num_queries
+) -> None:
+    client.force_login(user)
+    request = request_with(client)
+
+    with django_assert_num_queries(1):
+        more = request.session.load_with(
+            columns=sql.SQL(", o.email"),
+            joins=sql.SQL("LEFT JOIN accounts_user o ON o.id = %(other)s"),
+            parameters={"other": other_user.pk},
+        )
+        signed_in = get_user(request)
+
+    assert signed_in == user and list(more) == [other_user.email]
+    # Loaded already: nothing more is read.
+    assert request.session.load_with(columns=sql.SQL(", 1"), joins=sql.SQL(""), parameters={}) is None
+
+
+def test_no_login_loaded_with_more_reads_nothing_more(client: Client, user: User) -> None:
+    client.force_login(user)
+    LoginSession.objects.filter(user=user).update(expire_date=timezone.now() - timedelta(seconds=1))
+    request = request_with(client)
+
+    assert request.session.load_with(columns=sql.SQL(", 1"), joins=sql.SQL(""), parameters={}) is None
+    assert not get_user(request).is_authenticated
 
 
 @pytest.mark.parametrize("who_asks", WHO_ASKS, ids=WAYS)

@@ -293,7 +293,7 @@ def test_a_message_to_another_persons_session_is_a_404_whatever_else_is_wrong(
     assert Message.objects.filter(session=session).count() == 2
 
 
-def test_a_sent_message_is_one_transaction_after_the_login(
+def test_a_sent_message_costs_three_queries_in_one_transaction(
     transactional_db: None, client_of: Client, user: User
 ) -> None:
     # Outside a test's transaction, as in production: no savepoints among the queries.
@@ -305,14 +305,14 @@ def test_a_sent_message_is_one_transaction_after_the_login(
         )
 
     # The login with its person; then the conversation locked with the person's running
-    # turns, what may have been sent already, the message and the conversation's new state.
+    # turns, and the message with the conversation's new state and the duplicate lookup.
     statements = [query["sql"].split()[0] for query in captured.captured_queries]
-    assert statements == ["SELECT", "BEGIN", "SELECT", "SELECT", "INSERT", "UPDATE", "COMMIT"]
+    assert statements == ["SELECT", "BEGIN", "SELECT", "WITH", "COMMIT"]
     assert response.status_code == 200
     assert [(m.content, m.status) for m in session.messages.order_by("pk")][-1] == ("Plan my week", "pending")
 
 
-def test_a_reader_is_signed_in_and_finds_their_message_in_two_queries(
+def test_a_reader_is_signed_in_with_their_message_in_one_query(
     transactional_db: None, client_of: Client, user: User
 ) -> None:
     session = make_session(user, "hi", "hello")
@@ -322,8 +322,7 @@ def test_a_reader_is_signed_in_and_finds_their_message_in_two_queries(
         response = client_of.get(f"/chat/{session.pk}/messages/{message.pk}/reply")
 
     assert response.status_code == 200 and response["Content-Type"] == "text/event-stream"
-    # The login with its person, then the message (no text read).
-    assert len(captured.captured_queries) == 2
+    assert len(captured.captured_queries) == 1
 
 
 def test_a_reader_whose_login_has_no_owner_recorded_still_follows_their_message(client_of: Client, user: User) -> None:

@@ -38,6 +38,7 @@ from coach.services import message_post, session_start
 from infra.redis import redis_sync
 from tests.coach.factories import make_session
 from tests.emails.factories import make_email
+from tests.infra.rows import field_values, stored_values
 from tests.memory.factories import make_memory
 
 pytestmark = pytest.mark.django_db
@@ -94,6 +95,22 @@ def test_a_claim_takes_the_waiting_message_with_a_token_of_its_own(user: User) -
     assert attempt == Attempt(message_id=message.pk, session_id=message.session_id, token=stored.attempt)
     assert (stored.status, stored.claimed_at, stored.claimed_by) == ("answering", now, this_process())
     assert stored.heartbeat_at is not None
+
+
+def test_a_turn_reads_its_message_conversation_and_person_as_the_orm_reads_them(user: User) -> None:
+    user.time_zone = "Europe/Lisbon"
+    user.save()
+    session = make_session(user, "My knee hurts after runs", "Let's look at that.")
+    ChatSession.objects.filter(pk=session.pk).update(summary="We talked about knees")
+    message = message_post(session=session, text="Plan my week, gently: ¿qué tal? 🏃", client_id=None)
+
+    begun = turn_begin(user_id=user.pk, message_id=message.pk, now=timezone.now())
+
+    assert field_values(begun.message) == stored_values(begun.message)
+    assert field_values(begun.message.session) == stored_values(begun.message.session)
+    assert field_values(begun.user) == stored_values(user) and begun.user.time_zone == "Europe/Lisbon"
+    assert begun.message.content == "Plan my week, gently: ¿qué tal? 🏃"
+    assert not begun.message._state.adding and begun.message._state.db == "default"
 
 
 def test_the_claim_leaves_a_message_that_is_not_waiting_or_not_theirs(user: User, other_user: User) -> None:

@@ -12,7 +12,8 @@ from django.utils import timezone
 from accounts.models import User
 from coach.communication import sent_emails_for
 from emails.models import Email
-from emails.selectors import LAST_EMAILS, QUOTED, emails_recently_sent, emails_sent_lately
+from emails.selectors import LAST_EMAILS, emails_recently_sent
+from emails.statements import NOT_QUOTED, emails_sent_lately
 from memory.context import MemoryContext, assemble_memory_context
 from tests.emails.factories import make_email
 
@@ -117,11 +118,11 @@ def test_the_prompts_emails_are_read_in_one_query_with_only_what_is_quoted(
     make_email(user, period_key="queued", subject="Not sent yet", body="Hi Ada,\n\nNot yet.")
 
     with django_assert_num_queries(1):
-        read = emails_sent_lately(user=user, limit=LAST_EMAILS)
+        read = emails_sent_lately(user_id=user.pk, limit=LAST_EMAILS)
 
     expected = emails_recently_sent(user=user)
     assert [e.pk for e in read] == [e.pk for e in expected] and len(read) == LAST_EMAILS
     quoted = [(e.kind, e.subject, e.body_text, e.sent_at, e.created_at) for e in expected]
     assert [(e.kind, e.subject, e.body_text, e.sent_at, e.created_at) for e in read] == quoted
-    not_read = {field.attname for field in Email._meta.concrete_fields if field.name not in QUOTED}
+    not_read = {Email._meta.get_field(name).attname for name in NOT_QUOTED}
     assert read[0].get_deferred_fields() == not_read >= {"body_html", "embedding", "status", "user_id"}

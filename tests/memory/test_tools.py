@@ -313,9 +313,9 @@ def test_a_new_memory_is_one_transaction_after_its_reads_and_one_embedding(
 
     # Whether any memory is embedded by another model, the key, its near-copies; then, in
     # one transaction, the person's row locked, the key (locked) and the store read after
-    # it, the memory written, its event.
+    # it, and the memory written with its event.
     statements = [query["sql"].split()[0] for query in captured.captured_queries]
-    assert statements == [*["SELECT"] * 3, "BEGIN", *["SELECT"] * 3, "INSERT", "INSERT", "COMMIT"]
+    assert statements == [*["SELECT"] * 3, "BEGIN", *["SELECT"] * 3, "WITH", "COMMIT"]
     assert sum(1 for request in model_server.requests if request.path.endswith("/embeddings")) == embeddings_before + 1
     event = MemoryEvent.objects.get(user=user, memory_id=memory_named(user, "swims").pk)
     assert (event.action, event.actor, event.after_fields()["summary"]) == ("created", "coach", "Swims on Tuesdays")

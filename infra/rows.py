@@ -1,0 +1,144 @@
+"""Model rows for the few statements written as SQL: the columns to name, the values to
+write, and model instances made from what comes back, all taken from the models.
+
+The ORM compiles every query on every call: on a small machine about a millisecond of CPU
+each, several times what PostgreSQL takes to answer a simple one (bench/statements.py
+measures each path written as SQL against its ORM equivalent). Where that pays, a
+statement is written as SQL, composed with psycopg.sql from these helpers: its columns,
+how each value is prepared (encryption included) and how each is read back (decryption
+included) come from the model, so a column added to a model is read and written by every
+statement without a change to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.models import CharField, Field, Model
+from django.db.models.expressions import Col
+from psycopg import sql
+
+
+def table(model: type[Model]) -> sql.Identifier:
+    return sql.Identifier(model._meta.db_table)
+
+
+def columns(model: type[Model], alias: str, *, without: tuple[str, ...] = ()) -> sql.Composed:
+    """Every stored column of `model` but those `without` names, as `alias.column`, in the
+    order `from_row` reads."""
+    return sql.SQL(", ").join(sql.Identifier(alias, field.column) for field in stored_fields(model, without))
+
+
+def column_count(model: type[Model], *, without: tuple[str, ...] = ()) -> int:
+    return len(stored_fields(model, without))
+
+
+def from_row[M: Model](model: type[M], values: Sequence[Any], *, without: tuple[str, ...] = ()) -> M:
+    """An instance of `model` from its columns as `columns` named them, each value
+    converted as the ORM converts it (decrypted, made aware, ...); the fields `without`
+    names are deferred, as `.defer()` leaves them."""
+    reading = _reading(model, without)
+    if len(values) != len(reading.attnames):
+        raise ValueError(f"{model.__name__} has {len(reading.attnames)} columns to read, the row {len(values)}")
+    connection = connections[DEFAULT_DB_ALIAS]
+    converted = list(values)
+    for index, column, converters in reading.converters:
+        for convert in converters:
+            converted[index] = convert(converted[index], column, connection)
+    return model.from_db(DEFAULT_DB_ALIAS, reading.attnames, converted)
+
+
+def insert_columns(model: type[Model]) -> sql.Composed:
+    """The columns an insert names: all but the generated primary key."""
+    return sql.SQL(", ").join(sql.Identifier(field.column) for field in _insert_fields(model))
+
+
+def insert_placeholders(model: type[Model], prefix: str = "insert", *, linked: str | None = None) -> sql.Composed:
+    """Placeholders for `insert_columns`, each cast to its column's type: a value that
+    reaches an insert through a SELECT is not typed by the column it lands in. Text is cast
+    without its length, so one too long fails on the column, as through the ORM, rather
+    than being cut short by the cast. The field `linked` names, if any, takes `linked.id`
+    instead (the row it points at is inserted by the same statement)."""
+    return sql.SQL(", ").join(
+        sql.SQL("linked.id")
+        if linked in (field.name, field.attname)
+        else sql.SQL("{}::{}").format(sql.Placeholder(f"{prefix}_{index}"), sql.SQL(_cast_type(field)))
+        for index, field in enumerate(_insert_fields(model))
+    )
+
+
+def insert_parameters(instance: Model, prefix: str = "insert") -> dict[str, Any]:
+    """The instance's values for `insert_placeholders`, prepared as a save prepares them
+    (encrypted where the field encrypts)."""
+    connection = connections[DEFAULT_DB_ALIAS]
+    return {
+        f"{prefix}_{index}": field.get_db_prep_save(field.pre_save(instance, add=True), connection)
+        for index, field in enumerate(_insert_fields(type(instance)))
+    }
+
+
+def saved_as(instance: Model, pk: int) -> None:
+    """Mark an instance written by SQL as saved under `pk`, as `save()` leaves it."""
+    instance.pk = pk
+    instance._state.adding, instance._state.db = False, DEFAULT_DB_ALIAS
+
+
+def update_assignments(instance: Model, field_names: Sequence[str], prefix: str) -> tuple[sql.Composed, dict[str, Any]]:
+    """`column = placeholder, ...` for the named fields of a saved instance, and their
+    values, prepared as `save(update_fields=...)` prepares them (an `auto_now` field set
+    to now, as a save sets it)."""
+    connection = connections[DEFAULT_DB_ALIAS]
+    assignments, parameters = [], {}
+    for index, name in enumerate(field_names):
+        field = instance._meta.get_field(name)
+        placeholder = f"{prefix}_{index}"
+        # The column types what is assigned to it: no cast (which would cut text short).
+        assignments.append(sql.SQL("{} = {}").format(sql.Identifier(field.column), sql.Placeholder(placeholder)))
+        parameters[placeholder] = field.get_db_prep_save(field.pre_save(instance, add=False), connection)
+    return sql.SQL(", ").join(assignments), parameters
+
+
+def text(statement: sql.Composable) -> str:
+    """A composed statement as the text Django's cursor takes (compose it once: cache it)."""
+    return statement.as_string()
+
+
+def _cast_type(field: Field) -> str:
+    connection = connections[DEFAULT_DB_ALIAS]
+    if isinstance(field, CharField):
+        return connection.ops.cast_char_field_without_max_length
+    return field.cast_db_type(connection)
+
+
+@cache
+def stored_fields(model: type[Model], without: tuple[str, ...] = ()) -> tuple[Field, ...]:
+    return tuple(field for field in model._meta.concrete_fields if field.name not in without)
+
+
+@cache
+def _insert_fields(model: type[Model]) -> tuple[Field, ...]:
+    return tuple(field for field in stored_fields(model) if field is not model._meta.auto_field)
+
+
+@dataclass(frozen=True)
+class _Reading:
+    attnames: list[str]
+    # Only the columns whose values are converted (most are not), by their place in a row.
+    converters: tuple[tuple[int, Col, tuple[Callable[..., Any], ...]], ...]
+
+
+@cache
+def _reading(model: type[Model], without: tuple[str, ...]) -> _Reading:
+    connection = connections[DEFAULT_DB_ALIAS]
+    fields = stored_fields(model, without)
+    converters = []
+    for index, field in enumerate(fields):
+        column = field.get_col(model._meta.db_table)
+        found = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
+        if found:
+            converters.append((index, column, tuple(found)))
+    return _Reading(attnames=[field.attname for field in fields], converters=tuple(converters))
