@@ -4,10 +4,10 @@ proposed memories the person reviews, then saved as their own.
 The split is asked of the model first (a JSON answer for each part of the paste) and the
 answer is checked like anything a client sends. Whatever it gets wrong (no JSON, the wrong
 shape, nothing, a field no memory may have, facts left out, an error), that part of the
-paste is split line by line here instead, so an import never depends on the model: one
-fact per line or bullet, a heading ("## Health") as a hint of the category. Nothing is
-stored between the paste and the save: the proposals travel in the review form, and only
-what the person ticks becomes a memory.
+paste is split line by line instead (`paste_splitter`), so an import never depends on the
+model: one fact per line or bullet, a heading ("## Health") as a hint of the category.
+Nothing is stored between the paste and the save: the proposals travel in the review form,
+and only what the person ticks becomes a memory.
 
 Saved memories are the person's own (`user`): protected, neutrally named, and, like every
 write of theirs, never refused for space (memory.policy, rule 4); the store's ceiling is
@@ -20,7 +20,7 @@ import json
 import logging
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +38,7 @@ from memory.policy import EPISODE, Eviction, is_protected
 from memory.selectors import memory_facts_for_user, memory_list_for_user
 from memory.services import memory_save
 from memory.store import lock_user
+from paste_splitter import clip, heading, is_chatter, plain, split_paste
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -212,247 +213,22 @@ class LineSplit:
     proposals: tuple[Proposal, ...]
     # How many list items (bullets, numbers) the paste had: the model must not lose them.
     items: int
+    # No list, no line per fact: each sentence was proposed on its own.
     from_prose: bool
 
 
-BULLET = re.compile(
-    r"^(?P<indent>[ \t]*)(?:[-*+\u2022\u2023\u2043\u2219\u25aa\u25cf\u25e6\u2013\u2014]|\(?\d{1,3}[.)]|\(?[a-z][.)])"
-    r"\s+(?P<text>\S.*)$"
-)
-MARKDOWN_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(?P<text>.+?)\s*#*\s*$")
-EMPHASIS_HEADING = re.compile(r"^(?:\*\*|__)(?P<text>[^*_]{1,80}?):?(?:\*\*|__):?$")
-LABEL_HEADING = re.compile(r"^(?P<text>[^.!?:]{1,60}):$")
-RULE = re.compile(r"^[-*_=\s]{3,}$")
-# A date an export puts before each memory: "[2025-03-01] - ..." or "2025-03-01: ...".
-LEADING_DATE = re.compile(r"^\[?(?:\d{4}-\d{2}-\d{2}|\d{1,2}/\d{1,2}/\d{2,4})\]?\s*(?:[-\u2013\u2014:|]\s*)?")
-SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'\u201c(])")
-# What an assistant says about itself around the list, rather than about the person.
-CHATTER = re.compile(
-    r"^(?:here(?:'s| is| are)\b|sure\b|certainly\b|of course\b|absolutely\b|ok(?:ay)?\b|great\b|"
-    r"let me know\b|feel free\b|i hope\b|hope (?:this|that)\b|if you(?:'d| would)? (?:like|want)\b|"
-    r"would you like\b|do you want\b|is there anything\b|(?:that|this)(?:'s| is) (?:all|everything|what)\b|"
-    r"these are\b|below (?:is|are)\b|as an ai\b|"
-    r"i (?:don'?t|do not|can'?t|cannot|haven'?t|have not|didn'?t|did not) (?:currently )?"
-    r"(?:have|store|keep|retain|remember|access|save))",
-    re.IGNORECASE,
-)
-MAX_HEADING_WORDS = 6
-# An item this short says little without its heading: "Allergies:" then "- peanuts".
-BARE_ITEM_WORDS = 2
-
-
-@dataclass
-class _Item:
-    text: str
-    hint: _Hint
-    indent: int = 0
-    details: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class _Hint:
-    """What a heading says of the facts under it."""
-
-    category: str | None = None
-    tier: str | None = None
-    # The heading's own words, to name what a bare item is ("Allergies: peanuts").
-    label: str = ""
-
-
 def split_lines(text: str) -> LineSplit:
-    """The paste split without the model: one proposal per bullet, numbered item or line,
-    a line of several sentences one per sentence; lines indented under a bullet are its
-    details; a heading hints at the category of what follows; the assistant's own
-    remarks (a question, "Here's what I know:", "Let me know...") are left out."""
-    items: list[_Item] = []
-    hint = _Hint()
-    bullets = 0
-    prose = False
-    # Where the current section's items start, and the indent of a bullet heading
-    # ("- Health:") whose section ends at the next line as far left as it.
-    section_start, heading_indent = 0, None
-    for raw in text.splitlines():
-        if not raw.strip() or RULE.match(raw):
-            continue
-        bullet = BULLET.match(raw)
-        indent = len((bullet.group("indent") if bullet else raw[: len(raw) - len(raw.lstrip())]).expandtabs(4))
-        line = _plain(bullet.group("text") if bullet else raw)
-        sentences = [line] if bullet else [s.strip() for s in SENTENCE_BREAK.split(line) if s.strip()]
-        if not line or all(_is_chatter(sentence) for sentence in sentences):
-            continue
-        if heading_indent is not None and indent <= heading_indent:
-            hint, section_start, heading_indent = _Hint(), len(items), None
-        if (
-            heading := _heading(bullet.group("text").strip() if bullet else raw.strip(), in_list=bool(bullet))
-        ) is not None:
-            hint, section_start = _hint_of(heading), len(items)
-            heading_indent = indent if bullet else None
-            continue
-        parent = items[-1] if len(items) > section_start else None
-        if parent is not None and indent > parent.indent:
-            if not bullet and line[:1].islower():
-                # A bullet's text wrapped onto the next line.
-                parent.text = f"{parent.text} {line}"
-            else:
-                # Deeper lines say more about the bullet above: "- Training for a half
-                # marathon" then "  - never raced past 10k".
-                parent.details.append(line)
-            continue
-        if bullet:
-            bullets += 1
-            items.append(_Item(text=line, hint=hint, indent=indent))
-            continue
-        sentences = [sentence for sentence in sentences if not _is_chatter(sentence)]
-        prose = prose or len(sentences) > 1
-        items.extend(_Item(text=sentence, hint=hint, indent=indent) for sentence in sentences)
-    proposals = tuple(_proposal(item) for item in items)
-    return LineSplit(proposals=proposals, items=bullets, from_prose=prose and not bullets)
-
-
-def _plain(text: str) -> str:
-    """A line without its Markdown: emphasis, code ticks, quote marks, a leading date."""
-    text = text.strip().lstrip(">").strip()
-    text = re.sub(r"(\*\*|__)(.+?)\1", r"\2", text)
-    text = re.sub(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])", r"\1", text)
-    text = text.replace("`", "")
-    return LEADING_DATE.sub("", text).strip()
-
-
-def _is_chatter(line: str) -> bool:
-    return line.rstrip().endswith("?") or bool(CHATTER.match(line.strip()))
-
-
-def _heading(line: str, *, in_list: bool = False) -> str | None:
-    """The words of a heading line ("## Health", "**Health**", "Health:"), else None. In a
-    list only a label ending in a colon is one: "- **Allergic to peanuts**" is a fact."""
-    if in_list and not line.rstrip("*_ ").endswith(":"):
-        return None
-    for pattern in (MARKDOWN_HEADING, EMPHASIS_HEADING, LABEL_HEADING):
-        if match := pattern.match(line):
-            words = _plain(match.group("text")).rstrip(":").strip()
-            if len(words.split()) <= MAX_HEADING_WORDS or pattern is MARKDOWN_HEADING:
-                return words
-    return None
-
-
-# What a heading's words say of the facts under it, the first match winning.
-HEADING_HINTS: tuple[tuple[re.Pattern[str], _Hint], ...] = tuple(
-    (re.compile(pattern, re.IGNORECASE), hint)
-    for pattern, hint in (
-        (r"allerg", _Hint(category=Category.ALLERGY)),
-        (r"injur", _Hint(category=Category.INJURY)),
-        (r"health|medical|condition|well-?being", _Hint(category=Category.MEDICAL)),
-        (r"safety", _Hint(category=Category.SAFETY)),
-        (r"constraint|limitation|restriction", _Hint(category=Category.CONSTRAINT)),
-        (r"upcoming|coming up|\bplans?\b|\bevents?\b|reminder|deadline|future", _Hint(tier=Tier.PROSPECTIVE)),
-        (r"goal|\baims?\b|aspiration|ambition", _Hint(category=Category.GOAL)),
-        (r"schedule|availability|calendar|timetable", _Hint(category=Category.SCHEDULE)),
-        (r"habit|routine", _Hint(category=Category.HABIT)),
-        (r"instruction|feedback|coaching|respond|response|communicat|\btone\b", _Hint(category=Category.FEEDBACK)),
-        (r"preference|\blikes\b|dislike|interest|hobb|favou?rite|\bstyle\b", _Hint(category=Category.PREFERENCE)),
-        (r"project", _Hint(category=Category.PROJECT)),
-        (r"\bwork|career|\bjob|background|about|personal|identity|\bbio|profile|family|\blife\b|who",
-         _Hint(category=Category.BACKGROUND)),
-        (r"reference|\blinks?\b|resource|\btools?\b", _Hint(category=Category.REFERENCE)),
+    """The paste split without the model (`paste_splitter`): one proposal per bullet,
+    numbered item or line, a line of several sentences one per sentence; lines indented
+    under a bullet are its details; a heading hints at the category of what follows; the
+    assistant's own remarks (a question, "Here's what I know:", "Let me know...") are left
+    out."""
+    split = split_paste(text, summary_max_chars=SUMMARY_MAX_CHARS)
+    proposals = tuple(
+        Proposal(summary=fact.summary, details=fact.details, category=fact.category, tier=fact.tier)
+        for fact in split.facts
     )
-)  # fmt: skip
-
-
-def _hint_of(heading: str) -> _Hint:
-    """What a heading says of its facts. One naming two topics ("Routine and preferences")
-    says nothing of each fact's category: their own words do."""
-    hints = [hint for pattern, hint in HEADING_HINTS if pattern.search(heading)]
-    categories = {hint.category for hint in hints if hint.category}
-    tier = next((hint.tier for hint in hints if hint.tier), None)
-    return _Hint(category=categories.pop() if len(categories) == 1 else None, tier=tier, label=heading)
-
-
-# What a fact's own words say of its category: safety first, whatever the heading said.
-SAFETY_WORDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (category, re.compile(pattern, re.IGNORECASE))
-    for category, pattern in (
-        (Category.ALLERGY, r"\ballerg|\banaphyla|\bepi-?pen|\bintoleran(?:t|ce)\b|\bc(?:o)?eliac"),
-        (
-            Category.INJURY,
-            r"\binjur|\bsprain|\bstrained\b|\btorn\b|\bfractur|\bbroken\b|\bdislocat|\btendin|\bligament|\bacl\b"
-            r"|\bmeniscus|\bsciatica|\bhernia"
-            r"|\b(?:bad|sore|weak|dodgy|injured|stiff|painful) (?:left |right |lower |upper )?"
-            r"(?:knee|back|shoulder|ankle|hip|wrist|elbow|neck|foot|hamstring|calf)",
-        ),
-        (
-            Category.MEDICAL,
-            r"\basthma|\bdiabet|\bblood pressure|\bhypertension|\bmedication|\bmedicine\b|\bdiagnos|\bpregnan"
-            r"|\bmigraine|\bepilep|\bheart (?:condition|disease|problem)|\banxiety|\bdepress|\badhd\b|\binsulin"
-            r"|\bthyroid|\barthritis|\bchronic\b|\bsurgery|\bdisorder\b|\bsyndrome",
-        ),
-    )
-)
-OTHER_WORDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (category, re.compile(pattern, re.IGNORECASE))
-    for category, pattern in (
-        (
-            Category.GOAL,
-            r"\bgoals?\b|\baim(?:s|ing)? (?:to|for)\b|\bwants? to\b|\bwould like to\b|\bhop(?:es|ing) to\b"
-            r"|\btraining for\b|\bworking towards?\b|\bplans? to\b|\bdreams? of\b",
-        ),
-        (
-            Category.BACKGROUND,
-            r"\bname is\b|\b(?:you're|you are|i'm|i am) an? \w+"
-            r"|\bworks? (?:as|at|in|for)\b|\bjob\b|\bcareer\b|\blives? in\b|\bborn\b|\byears old\b"
-            r"|\bmarried\b|\bpartner\b|\bkids?\b|\bchildren\b|\bstudied\b|\bdegree\b|\bretired\b",
-        ),
-        (
-            Category.SCHEDULE,
-            r"\b(?:mon|tues|wednes|thurs|fri|satur|sun)days?\b|\bweekdays?\b|\bweekends?\b|\bmornings?\b|\bevenings?\b"
-            r"|\bafternoons?\b|\bevery day\b|\bdaily\b|\btimes? a week\b|\bschedule\b|\bshifts?\b"
-            r"|\b\d{1,2}(?::\d{2})?\s?(?:am|pm)\b",
-        ),
-        (
-            Category.PREFERENCE,
-            r"\bprefers?\b|\blikes?\b|\bloves?\b|\benjoys?\b|\bdislikes?\b|\bhates?\b|\bfavou?rite\b",
-        ),
-        (Category.PROJECT, r"\bprojects?\b|\bbuilding (?:a|an)\b|\bwriting (?:a|an)\b|\bstartup\b|\bthesis\b"),
-        (
-            Category.HABIT,
-            r"\busually\b|\broutine\b|\bhabit\b|\btends? to\b|\boften\b|\bdrinks?\b|\beats?\b|\bsleeps?\b",
-        ),
-        (Category.REFERENCE, r"https?://|\bwww\."),
-    )
-)
-PROSPECTIVE_WORDS = re.compile(r"\bupcoming\b|\bcoming up\b|\bdeadline\b|\bdue (?:on|in|by)\b", re.IGNORECASE)
-
-
-def guess_category(text: str, *, hint: str | None = None) -> str:
-    """A fact's category from its words: a safety word wins over a heading's hint, which
-    wins over the other words; `other` when nothing says."""
-    for category, words in SAFETY_WORDS:
-        if words.search(text):
-            return category
-    if hint:
-        return hint
-    return next((category for category, words in OTHER_WORDS if words.search(text)), Category.OTHER)
-
-
-def _proposal(item: _Item) -> Proposal:
-    text = " ".join(item.text.split())
-    label = item.hint.label
-    if len(text.split()) <= BARE_ITEM_WORDS and label and ":" not in text and label.casefold() not in text.casefold():
-        text = f"{label}: {text}"
-    details = "\n".join(item.details)
-    if len(text) > SUMMARY_MAX_CHARS:
-        details = "\n".join(part for part in (text, details) if part)
-        text = clip(SENTENCE_BREAK.split(text, maxsplit=1)[0])
-    tier = item.hint.tier or (Tier.PROSPECTIVE if PROSPECTIVE_WORDS.search(text) else Tier.PROFILE)
-    category = guess_category(f"{text} {details}", hint=item.hint.category)
-    return Proposal(summary=text, details=details, category=category, tier=tier)
-
-
-def clip(text: str, limit: int = SUMMARY_MAX_CHARS) -> str:
-    """`text` in at most `limit` characters, cut at a word with an ellipsis."""
-    text = " ".join(text.split())
-    if len(text) <= limit:
-        return text
-    return text[: limit - 1].rsplit(" ", 1)[0].rstrip(",;:") + "\u2026"
+    return LineSplit(proposals=proposals, items=split.list_items, from_prose=split.from_prose)
 
 
 def _comparable(text: str) -> str:
@@ -495,18 +271,18 @@ def model_chunks(text: str, *, size: int = MODEL_CHUNK_LINES) -> Iterator[str]:
     the heading it falls under."""
     current: list[str] = []
     counted = 0
-    heading = ""
+    under = ""
     for line in text.splitlines():
         if not line.strip():
             current.append(line)
             continue
-        is_heading = _heading(line.strip()) is not None and not _is_chatter(_plain(line))
+        is_heading = heading(line.strip()) is not None and not is_chatter(plain(line))
         if counted >= size and not line[:1].isspace():
             yield "\n".join(current).strip()
-            current = [heading] if heading and not is_heading else []
+            current = [under] if under and not is_heading else []
             counted = len(current)
         if is_heading:
-            heading = line.strip()
+            under = line.strip()
         current.append(line)
         counted += 1
     if counted:
@@ -557,7 +333,7 @@ def _checked(fact: Any, *, now: datetime) -> Proposal:
     if len(summary) > SUMMARY_MAX_CHARS:
         # Too long for a summary, but the words are the fact: they go to the details.
         details = f"{summary}\n{details}" if details else summary
-        summary = clip(summary)
+        summary = clip(summary, SUMMARY_MAX_CHARS)
     category, tier = category.strip().lower(), tier.strip().lower()
     if category not in IMPORT_CATEGORIES:
         raise _Unusable("a category no memory has")
