@@ -22,20 +22,9 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts.views.partials import HtmxHttpRequest
 from infra.llm import LLMError
-from memory.imports import (
-    IMPORT_CATEGORIES,
-    IMPORT_MAX_CHARS,
-    IMPORT_MAX_FACTS,
-    ImportInvalid,
-    ImportOutcome,
-    ImportRefused,
-    ImportRoom,
-    Proposal,
-    import_room_for_user,
-    import_split,
-    import_text_clean,
-    memories_import,
-)
+from memory.imports.review import IMPORT_MAX_FACTS, ImportRoom, import_room_for_user, import_split
+from memory.imports.saving import ImportInvalid, ImportOutcome, memories_import
+from memory.imports.splitting import IMPORT_CATEGORIES, IMPORT_MAX_CHARS, ImportRefused, Proposal, import_text_clean
 from memory.models import SUMMARY_MAX_CHARS, Category, Tier
 
 SUMMARY_LABEL = "What your coach should remember"

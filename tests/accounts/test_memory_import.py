@@ -13,7 +13,9 @@ from django.contrib.messages import get_messages
 from django.test import Client
 
 from accounts.models import User
-from memory.imports import IMPORT_MAX_CHARS, IMPORT_REASON, NO_FACTS
+from memory.imports.review import NO_FACTS
+from memory.imports.saving import IMPORT_REASON
+from memory.imports.splitting import IMPORT_MAX_CHARS
 from memory.models import Memory, MemoryEvent, MemoryProposal
 from offline_coach import ModelServer
 from tests.memory.factories import make_memories

@@ -9,7 +9,7 @@ from django.test import Client
 from playwright.sync_api import Page, Request, expect
 
 from accounts.models import User
-from memory.imports import IMPORT_MAX_CHARS
+from memory.imports.splitting import IMPORT_MAX_CHARS
 from memory.models import Memory
 from tests.accessibility import assert_accessible
 from tests.conftest import make_user

@@ -11,18 +11,14 @@ import pytest
 from django.utils import timezone
 
 from accounts.models import User
-from memory.imports import (
+from memory.imports.review import IMPORT_MAX_FACTS, NO_FACTS, import_split
+from memory.imports.saving import IMPORT_REASON, ImportInvalid, memories_import
+from memory.imports.splitting import (
     EMPTY,
     IMPORT_MAX_CHARS,
-    IMPORT_MAX_FACTS,
-    IMPORT_REASON,
-    NO_FACTS,
-    ImportInvalid,
     ImportRefused,
     Proposal,
-    import_split,
     import_text_clean,
-    memories_import,
     model_chunks,
     split_lines,
 )
@@ -351,7 +347,7 @@ def test_a_part_the_model_fails_is_split_line_by_line_and_the_model_is_not_asked
     user: User, model_server: ModelServer, monkeypatch
 ) -> None:
     # Three parts: the first five facts, the next five, the last two.
-    monkeypatch.setattr("memory.imports.MODEL_CHUNK_LINES", 8)
+    monkeypatch.setattr("memory.imports.splitting.MODEL_CHUNK_LINES", 8)
     model_server.queue_text(structured_answer(MODEL_FACTS[:5]))
     model_server.queue_error(503)
 

@@ -1,17 +1,10 @@
-"""Bringing in what another assistant knows about a person: its answer, pasted, split into
-proposed memories the person reviews, then saved as their own.
+"""A pasted answer split into proposals: cleaned, then split by the model part by part,
+and line by line (`paste_splitter`, the splitter the offline coach answers with too)
+wherever the model's answer is unusable, so an import never depends on the model.
 
-The split is asked of the model first (a JSON answer for each part of the paste) and the
-answer is checked like anything a client sends. Whatever it gets wrong (no JSON, the wrong
-shape, nothing, a field no memory may have, facts left out, an error), that part of the
-paste is split line by line instead (`paste_splitter`), so an import never depends on the
-model: one fact per line or bullet, a heading ("## Health") as a hint of the category.
-Nothing is stored between the paste and the save: the proposals travel in the review form,
-and only what the person ticks becomes a memory.
-
-Saved memories are the person's own (`user`): protected, neutrally named, and, like every
-write of theirs, never refused for space (memory.policy, rule 4); the store's ceiling is
-kept by forgetting the coach's oldest notes, in the same transaction.
+The model's answer is checked like anything a client sends. Where it is unusable (no
+JSON, the wrong shape, nothing, a field no memory may have, facts left out), that part is
+split line by line instead; once the model cannot be reached, so is the rest.
 """
 
 from __future__ import annotations
@@ -19,64 +12,36 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
 from infra import llm
 from infra.prompts import prompt
 from memory.drafts import MemoryDraft, MemoryInvalid, validate_draft
-from memory.embeddings import memory_text
-from memory.keys import neutral_key
-from memory.models import SUMMARY_MAX_CHARS, Category, Memory, MemoryEvent, Source, Tier
-from memory.policy import EPISODE, Eviction, is_protected
-from memory.selectors import memory_facts_for_user, memory_list_for_user
-from memory.services import memory_save
-from memory.store import lock_user
+from memory.models import SUMMARY_MAX_CHARS, Category, Tier
 from paste_splitter import clip, heading, is_chatter, plain, split_paste
-
-if TYPE_CHECKING:
-    from accounts.models import User
 
 logger = logging.getLogger(__name__)
 
-# A memory list is a few thousand characters; this is several times that. Kept well below
-# REQUEST_BODY_MAX_BYTES: the review form sends the paste back beside the proposals made of
-# it, so a body holds it about twice, and a character can take 12 bytes in a form body (4
-# in UTF-8, each percent-encoded).
+# A memory list is a few thousand characters; this is several times that. Kept below
+# REQUEST_BODY_MAX_BYTES (512 KiB): the review form sends the paste back beside the
+# proposals made of it, so a body holds it about twice, and a character can take 12 bytes
+# in a form body (4 in UTF-8, each percent-encoded): 480,000 at most.
 IMPORT_MAX_CHARS = 20_000
-# Each proposal is six form fields, and Django takes at most 1,000 in one form.
-IMPORT_MAX_FACTS = 100
 # Lines of the paste the model is given at once: its answer must fit COACH_MAX_TOKENS.
 MODEL_CHUNK_LINES = 40
 # Weekly episodes are the coach's summaries of a week, not facts someone else knew.
 IMPORT_CATEGORIES = tuple(value for value in Category.values if value != Category.EPISODE)
-IMPORT_REASON = "imported from another assistant"
 
 EMPTY = "Paste the other assistant's answer into the box first: it is empty."
-NO_FACTS = (
-    "No facts about you were found in this: it reads as the assistant talking about itself "
-    "(for example, saying it has nothing saved). Ask it again with the prompt above, or add "
-    "memories yourself on the memory page."
-)
 
 
 class ImportRefused(Exception):
     """A paste that cannot be split into proposals; the message is for the person."""
-
-
-class ImportInvalid(Exception):
-    """Ticked proposals that cannot be saved as they are: for each one's place in the
-    list, its field names (`summary`, `details`, `tier`, `category`) and what is wrong."""
-
-    def __init__(self, errors: dict[int, dict[str, str]]) -> None:
-        super().__init__(f"{len(errors)} proposals cannot be saved as they are")
-        self.errors = errors
 
 
 @dataclass(frozen=True)
@@ -89,51 +54,6 @@ class Proposal:
     tier: str = Tier.PROFILE
     # It reads exactly like a memory the person already has: offered unticked.
     known: bool = False
-
-
-@dataclass(frozen=True)
-class ImportRoom:
-    """The person's store as the ceiling counts it (weekly episodes apart)."""
-
-    stored: int
-    kept: int
-    ceiling: int
-
-    def after(self, added: int) -> ImportRoomAfter:
-        return ImportRoomAfter(
-            added=added,
-            to_forget=max(0, min(self.stored + added - self.ceiling, self.stored - self.kept)),
-            kept_over=max(0, self.kept + added - self.ceiling),
-            ceiling=self.ceiling,
-        )
-
-
-@dataclass(frozen=True)
-class ImportRoomAfter:
-    """What saving `added` memories does to the store: how many of the coach's own notes
-    go to make room, and by how many what is kept for good passes the ceiling."""
-
-    added: int
-    to_forget: int
-    kept_over: int
-    ceiling: int
-
-
-@dataclass(frozen=True)
-class ImportSplit:
-    proposals: tuple[Proposal, ...]
-    # False when any part of the paste was split line by line instead of by the model.
-    by_model: bool
-    # No list, no line per fact: each sentence was proposed on its own.
-    from_prose: bool
-    room: ImportRoom
-
-
-@dataclass(frozen=True)
-class ImportOutcome:
-    saved: tuple[Memory, ...]
-    evicted: tuple[Eviction, ...]
-    room: ImportRoom
 
 
 # The paste --------------------------------------------------------------------------
@@ -173,39 +93,7 @@ def too_long_message(length: int) -> str:
     )
 
 
-# Splitting ----------------------------------------------------------------------------
-
-
-def import_split(*, user: User, text: str) -> ImportSplit:
-    """The proposals in a pasted answer, for the person to review; nothing is saved.
-
-    The model splits it, part by part; a part whose answer is unusable is split line by
-    line instead. ImportRefused when the paste cannot be used, has no fact in it, or has
-    more than IMPORT_MAX_FACTS."""
-    text = import_text_clean(text)
-    by_lines = split_lines(text)
-    if len(by_lines.proposals) > IMPORT_MAX_FACTS:
-        raise ImportRefused(_too_many_message(len(by_lines.proposals)))
-    proposals, by_model = _split_by_model(text)
-    if not proposals:
-        raise ImportRefused(NO_FACTS)
-    if len(proposals) > IMPORT_MAX_FACTS:
-        raise ImportRefused(_too_many_message(len(proposals)))
-    known = {_comparable(said) for m in memory_list_for_user(user=user) for said in (m.summary, m.content)}
-    proposals = [replace(p, known=_comparable(p.summary) in known) for p in proposals]
-    return ImportSplit(
-        proposals=tuple(proposals),
-        by_model=by_model,
-        from_prose=by_lines.from_prose,
-        room=import_room_for_user(user=user),
-    )
-
-
-def _too_many_message(count: int) -> str:
-    return (
-        f"That is {count} facts; an import takes at most {IMPORT_MAX_FACTS} at a time. "
-        "Paste the first part now, save it, then import the rest."
-    )
+# Line by line -------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -231,18 +119,14 @@ def split_lines(text: str) -> LineSplit:
     return LineSplit(proposals=proposals, items=split.list_items, from_prose=split.from_prose)
 
 
-def _comparable(text: str) -> str:
-    return " ".join(text.casefold().split()).rstrip(".!;, ")
-
-
-# The model's split --------------------------------------------------------------------
+# By the model -------------------------------------------------------------------------
 
 
 class _Unusable(Exception):
     """The model's answer cannot be used as it is; the message names why, never the text."""
 
 
-def _split_by_model(text: str) -> tuple[list[Proposal], bool]:
+def split_by_model(text: str) -> tuple[list[Proposal], bool]:
     """The model's proposals, part by part; each part whose answer is unusable is split
     line by line instead. True when the model split all of it."""
     proposals: list[Proposal] = []
@@ -345,72 +229,3 @@ def _checked(fact: Any, *, now: datetime) -> Proposal:
     except MemoryInvalid as invalid:
         raise _Unusable(f"a fact no memory may be ({', '.join(invalid.errors)})") from None
     return Proposal(summary=summary, details=details if details != summary else "", category=category, tier=tier)
-
-
-# The ceiling ----------------------------------------------------------------------------
-
-
-def import_room_for_user(*, user: User) -> ImportRoom:
-    """How full the person's store is, as the ceiling counts it."""
-    notes = [facts for facts in memory_facts_for_user(user=user) if facts.category != EPISODE]
-    return ImportRoom(
-        stored=len(notes), kept=sum(1 for facts in notes if is_protected(facts)), ceiling=settings.MEMORY_MAX_STORED
-    )
-
-
-# Saving -------------------------------------------------------------------------------
-
-
-def memories_import(*, user: User, proposals: Sequence[Proposal], now: datetime | None = None) -> ImportOutcome:
-    """Save the proposals the person ticked (as they edited them) as their own memories.
-
-    Every one is checked first (ImportInvalid names each problem; then nothing is saved),
-    all are embedded in one call before any transaction, and all are saved in one, each
-    under a neutral key with a `created` event. They are the person's, so never refused
-    for space: the eviction policy makes room by forgetting the coach's oldest notes, in
-    that same transaction, and what is kept for good may pass the ceiling.
-    """
-    now = now or timezone.now()
-    drafts: list[MemoryDraft] = []
-    errors: dict[int, dict[str, str]] = {}
-    for index, proposal in enumerate(proposals):
-        draft = MemoryDraft(
-            key="import-1",
-            tier=proposal.tier,
-            category=proposal.category,
-            summary=proposal.summary,
-            content=proposal.details,
-        )
-        try:
-            drafts.append(validate_draft(draft, now=now))
-        except MemoryInvalid as invalid:
-            errors[index] = {
-                "details" if name == "content" else name: message for name, message in invalid.errors.items()
-            }
-        if proposal.category not in IMPORT_CATEGORIES:
-            errors.setdefault(index, {})["category"] = f"must be one of {', '.join(IMPORT_CATEGORIES)}"
-    if errors:
-        raise ImportInvalid(errors)
-    # One embedding call for all of them, made before any transaction opens.
-    embeddings = llm.embed([memory_text(summary=d.summary, content=d.content) for d in drafts])
-    saved: list[Memory] = []
-    evicted: list[Eviction] = []
-    with transaction.atomic():
-        lock_user(user)
-        taken = set(Memory.objects.filter(user=user).values_list("key", flat=True))
-        for draft, embedding in zip(drafts, embeddings, strict=True):
-            key = neutral_key(draft.category, taken)
-            taken.add(key)
-            outcome = memory_save(
-                user=user,
-                draft=replace(draft, key=key),
-                source=Source.USER,
-                actor=MemoryEvent.Actor.USER,
-                reason=IMPORT_REASON,
-                embedding=embedding,
-                now=now,
-            )
-            saved.append(outcome.memory)
-            evicted.extend(outcome.evicted)
-        room = import_room_for_user(user=user)
-    return ImportOutcome(saved=tuple(saved), evicted=tuple(evicted), room=room)
