@@ -1,7 +1,8 @@
 """The paste splitter, read as its rules. No database, no app: the package is pure.
 
-Each of these is a rule the app's own split and the offline coach's read differently (the
-offline coach keeps a copy of the splitter, and it drifted)."""
+Each of these is a rule the app's own split and the offline coach's once read differently
+(the offline coach kept a copy of the splitter, and it drifted); test_both_sides.py holds
+the two to the same facts."""
 
 from __future__ import annotations
 
