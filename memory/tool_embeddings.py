@@ -6,8 +6,8 @@ from __future__ import annotations
 import contextlib
 
 from infra.llm import LLMError
+from memory.maintenance import memories_reembed
 from memory.selectors import memories_of_another_model
-from memory.services import memories_reembed
 from memory.tool_context import ToolContext
 
 

@@ -20,15 +20,15 @@ from django.conf import settings
 
 from infra.llm import LLMError
 from memory.drafts import MemoryChanged, MemoryNoRoom, MemoryOff, MemoryWriteError
-from memory.tool_context import MemoryChange, ToolContext, ToolRefusal, memory_as_result
+
+# The turn's binding is the tools' to hand out: callers import it from here.
+from memory.tool_context import MemoryChange as MemoryChange
+from memory.tool_context import ToolContext as ToolContext
+from memory.tool_context import ToolRefusal, memory_as_result
 from memory.tool_reads import recall_memory, search_memories
 from memory.tool_schemas import WRITE_TOOLS
 from memory.tool_schemas import validators as schema_validators
 from memory.tool_writes import delete_memory, save_memory, update_memory
-
-# Who calls the tools imports them from here.
-__all__ = ["MemoryChange", "ToolContext", "run_tool", "settles"]
-
 
 # A turn may ask for this many writes per write it is allowed: refusals (near-copies, the
 # ceiling) are for the model to answer, within reason.
