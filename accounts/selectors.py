@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.db.models import QuerySet
 
+from accounts.coach_sees import ContextReport
 from accounts.pages import (
     COMMUNICATION,
     FORGOTTEN_PAGE,
     HISTORY_PAGE,
     NEXT_TO_FORGET_SHOWN,
     TIER_DESCRIPTIONS,
-    ContextReport,
     MemoryFilters,
     MemoryPage,
     NextNote,

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from accounts.views import account, imports, memories, memory_settings, onboarding
+from accounts.views import account, imports, memories, memory_settings, onboarding, suggestions
 
 urlpatterns = [
     path("welcome/", onboarding.onboarding, name="onboarding"),
@@ -20,10 +20,10 @@ urlpatterns = [
     # The undo token travels in the body, never in the URL: URLs end up in logs.
     path("memories/undo-delete", memories.memory_undo_delete_view, name="memory_undo_delete"),
     path("memories/context", memories.memories_context, name="memories_context"),
-    path("memories/proposals/<int:pk>/confirm", memories.proposal_confirm_view, name="proposal_confirm"),
-    path("memories/proposals/<int:pk>/reject", memories.proposal_reject_view, name="proposal_reject"),
-    path("memories/overlaps/<int:pk>/merge", memories.overlap_merge_view, name="overlap_merge"),
-    path("memories/overlaps/<int:pk>/dismiss", memories.overlap_dismiss_view, name="overlap_dismiss"),
+    path("memories/proposals/<int:pk>/confirm", suggestions.proposal_confirm_view, name="proposal_confirm"),
+    path("memories/proposals/<int:pk>/reject", suggestions.proposal_reject_view, name="proposal_reject"),
+    path("memories/overlaps/<int:pk>/merge", suggestions.overlap_merge_view, name="overlap_merge"),
+    path("memories/overlaps/<int:pk>/dismiss", suggestions.overlap_dismiss_view, name="overlap_dismiss"),
     path("memories/forgotten/", memories.memories_forgotten, name="memories_forgotten"),
     path("memories/forgotten/<int:pk>/restore", memories.memory_restore_view, name="memory_restore"),
     # By id, never by key: a key can say what the memory says, and URLs end up in logs.

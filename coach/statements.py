@@ -171,7 +171,7 @@ class _Statements:
 def _sql() -> _Statements:
     """The statements' text, composed once from the models' tables and columns."""
     message, session, people = table(Message), table(ChatSession), table(get_user_model())
-    # Measured (bench/statements.py): a message posted in SQL, 4.1 ms; by the ORM, 9.9 ms.
+    # Measured (bench/statements.py, against the ORM): a message posted, 4.8 ms against 11.7.
     session_locked = sql.SQL(
         """SELECT {session_columns}, (
             SELECT count(*) FROM {message} m JOIN {session} theirs ON theirs.id = m.session_id
@@ -180,7 +180,7 @@ def _sql() -> _Statements:
         FROM {session} s WHERE s.id = %(session_id)s AND s.user_id = %(user_id)s
         FOR UPDATE OF s"""
     ).format(session_columns=columns(ChatSession, "s"), message=message, session=session)
-    # Measured: a turn's beginning, claim and history in SQL, 21.2 ms; by the ORM, 28.9 ms.
+    # Measured: a turn's beginning, its claim and history as SQL, 22.3 ms against 31.4.
     message_claimed = sql.SQL(
         """WITH claimed AS (
             UPDATE {message} SET status = %(answering)s, error = '', attempt = %(token)s, claimed_at = %(now)s,
@@ -203,7 +203,7 @@ def _sql() -> _Statements:
         """SELECT {columns} FROM {message} h WHERE h.session_id = %(session_id)s AND h.id < %(id)s
         ORDER BY h.id DESC LIMIT %(limit)s"""
     ).format(columns=columns(Message, "h"), message=message)
-    # Measured: a reply saved in SQL, 1.3 ms; by the ORM, 3.6 ms.
+    # Measured: a reply saved, 1.2 ms against 3.7.
     reply_add_if_held = sql.SQL(
         """WITH held AS (
             UPDATE {message} SET status = %(answered)s, error = ''

@@ -16,10 +16,7 @@ only Ctrl-C, or a web app that never starts, stops everything.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import os
-import re
-import secrets
 import signal
 import subprocess
 import sys
@@ -32,6 +29,14 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from coach.localservices import LocalService, LocalServiceError, start_missing_services, stop_services
+from coach.run_environment import (
+    AlreadyRunning,
+    app_is_running,
+    ensure_env_file,
+    hold_run_lock,
+    load_env_file,
+    settings_environment,
+)
 from infra.environment import DEFAULT_OFFLINE_COACH_URL
 from infra.health import postgres_problem, redis_problem
 
@@ -58,10 +63,6 @@ def restart_pause(failures: int) -> float:
 class ProcessSpec:
     name: str
     argv: list[str]
-
-
-class AlreadyRunning(RuntimeError):
-    pass
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -326,81 +327,6 @@ def relay(label: str, process: subprocess.Popen[bytes]) -> None:
     for line in iter(process.stdout.readline, b""):
         sys.stdout.write(f"{label} | {line.decode(errors='replace')}")
         sys.stdout.flush()
-
-
-def hold_run_lock(path: Path):
-    handle = path.open("a+")
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.seek(0)
-        holder = handle.read().strip() or "another process"
-        handle.close()
-        raise AlreadyRunning(
-            f"the app is already running from this folder (pid {holder}); stop it with Ctrl-C first"
-        ) from None
-    handle.seek(0)
-    handle.truncate()
-    handle.write(str(os.getpid()))
-    handle.flush()
-    return handle
-
-
-def app_is_running(data_dir: Path) -> bool:
-    try:
-        hold_run_lock(data_dir / "run.lock").close()
-    except AlreadyRunning:
-        return True
-    return False
-
-
-def ensure_env_file(path: Path) -> bool:
-    """Write development secrets once, and any a newer version needs to an older file.
-    Returns whether the file was created."""
-    from cryptography.fernet import Fernet
-
-    secrets_wanted = {
-        "DJANGO_SECRET_KEY": lambda: secrets.token_urlsafe(50),
-        "FIELD_ENCRYPTION_KEYS": lambda: Fernet.generate_key().decode(),
-        "FIELD_LOOKUP_KEY": lambda: secrets.token_urlsafe(48),
-    }
-    if path.exists():
-        present = {line.split("=", 1)[0].strip() for line in path.read_text().splitlines() if "=" in line}
-        missing = [name for name in secrets_wanted if name not in present]
-        if missing:
-            ends_a_line = path.read_text().endswith("\n") or not path.read_text()
-            with path.open("a") as env:
-                env.write("" if ends_a_line else "\n")
-                env.writelines(f"{name}={secrets_wanted[name]()}\n" for name in missing)
-        return False
-    path.write_text(
-        "# Development settings, written once by the run command. Git-ignored: keep it private.\n"
-        "# Losing FIELD_ENCRYPTION_KEYS makes stored memories and messages unreadable.\n"
-        "DJANGO_DEBUG=true\n" + "".join(f"{name}={make()}\n" for name, make in secrets_wanted.items())
-    )
-    path.chmod(0o600)
-    return True
-
-
-def settings_environment() -> str:
-    """Every setting of the app (the variables .env.example documents) as this process
-    has it, as KEY=VALUE lines: what a command run beside the app needs to act as it does."""
-    documented = re.findall(r"^#?\s*([A-Z][A-Z0-9_]*)=", (BASE_DIR / ".env.example").read_text(), re.MULTILINE)
-    return "".join(f"{name}={os.environ[name]}\n" for name in dict.fromkeys(documented) if name in os.environ)
-
-
-def load_env_file(path: Path, *, override: bool = False) -> None:
-    """KEY=VALUE lines into os.environ; variables already in the environment win, unless
-    `override`."""
-    for raw in path.read_text().splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#") or "=" not in line:
-            continue
-        key, value = line.split("=", 1)
-        if override:
-            os.environ[key.strip()] = value.strip().strip("'\"")
-        else:
-            os.environ.setdefault(key.strip(), value.strip().strip("'\""))
 
 
 def say(message: str) -> None:

@@ -26,18 +26,15 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import json
 import logging
 import threading
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.utils import timezone
-from redis import RedisError
 
 from coach import streams
 from coach.claims import (
@@ -53,11 +50,12 @@ from coach.claims import (
     reply_save,
     reply_stop,
     turn_begin,
-    turn_heartbeat,
     turn_not_begun,
 )
 from coach.rendering import render_reply
+from coach.reply_words import ReplyWords, Stopped, StopWatch
 from coach.runner import run_in_background
+from coach.turn_life import AttemptLife, Lost, finishing, recorded
 from infra import llm
 from infra.dbsteps import db_step
 from infra.llm import LLMError, ModelResponse, TextDelta
@@ -69,18 +67,6 @@ if TYPE_CHECKING:
     from coach.models import Message
 
 logger = logging.getLogger(__name__)
-
-# How often a running turn looks for the person's Stop.
-STOP_CHECK_SECONDS = 0.25
-# Pieces of the reply arriving closer together than this are written to its stream together.
-COALESCE_SECONDS = 0.03
-# A finishing step the database refused (a connection lost, a restart under way) is tried
-# again after each of these pauses before the turn gives up on recording its outcome.
-FINISH_RETRY_PAUSES_SECONDS = (0.25, 0.5, 1.0, 2.0, 4.0)
-
-
-class _Stopped(Exception):
-    """The person asked the turn to stop."""
 
 
 class _TooSlow(TimeoutError):
@@ -123,12 +109,12 @@ def _forget_started(message_id: int, done: concurrent.futures.Future[None]) -> N
 async def turn_run(*, user_id: int, message_id: int) -> None:
     try:
         # Tried again while the database is away for a moment: an undone claim is harmless.
-        begun = await _finishing(turn_begin, user_id=user_id, message_id=message_id, now=timezone.now())
+        begun = await finishing(turn_begin, user_id=user_id, message_id=message_id, now=timezone.now())
     except Exception:
         # Its claim was undone with the transaction: no attempt holds the message, so its
         # readers learn the failure from the database.
         logger.exception("turn for message %s could not begin", message_id)
-        await _recorded(turn_not_begun, message_id=message_id, error="could not prepare the turn")
+        await recorded(turn_not_begun, message_id=message_id, error="could not prepare the turn")
         return
     if begun is None:
         return
@@ -138,9 +124,9 @@ async def turn_run(*, user_id: int, message_id: int) -> None:
 
 async def _answer(begun: BegunTurn) -> None:
     attempt, message = begun.attempt, begun.message
-    life = _Life(attempt)
-    stop = _StopWatch(message.pk, life)
-    words = _Words(attempt, stop, life)
+    life = AttemptLife(attempt)
+    stop = StopWatch(message.pk, life)
+    words = ReplyWords(attempt, stop, life)
     usage = _Usage()
     context = ToolContext(
         user=begun.user,
@@ -161,9 +147,9 @@ async def _answer(begun: BegunTurn) -> None:
                 raise LLMError("the model answered with no words", retryable=True)
             life.finishing()
             reply = await _reply_saved(attempt, words.text.strip(), usage.tokens())
-        except _Stopped:
+        except Stopped:
             life.finishing()
-            if not await _recorded(reply_stop, attempt=attempt, partial_text=words.text):
+            if not await recorded(reply_stop, attempt=attempt, partial_text=words.text):
                 logger.warning("the stop of message %s could not be recorded; the sweep fails it", message.pk)
             html = render_reply(words.text) if words.text.strip() else ""
             await _append(attempt, streams.STOPPED, {"html": html})
@@ -179,7 +165,7 @@ async def _answer(begun: BegunTurn) -> None:
             # The database was away past every retry: try again once it is back.
             logger.warning("turn for message %s could not be saved: %s", message.pk, error)
             await _fail(attempt, life, error="the database was unavailable", shown=FAILED_RETRYABLE, partial=words.text)
-        except (TurnLost, _Lost):
+        except (TurnLost, Lost):
             # Swept, retried or erased meanwhile: its outcome is another's to tell.
             logger.warning("turn for message %s lost its claim; it ends without a word", message.pk)
         except Exception:
@@ -190,74 +176,9 @@ async def _answer(begun: BegunTurn) -> None:
             await _append(attempt, streams.DONE, {"html": render_reply(reply.content)})
 
 
-class _Lost(Exception):
-    """The attempt learnt that it no longer holds its message (its heartbeat was refused,
-    or its stream belongs to another attempt)."""
-
-
-class _Life:
-    """The attempt's heartbeat, every COACH_TURN_HEARTBEAT_SECONDS while it runs. A beat the
-    database refuses is simply missed (the sweep allows for an outage); a beat that finds
-    the message held by no one, or by another attempt, means this one was given up on: it
-    is cancelled at once, whatever it waits for, and ends as lost."""
-
-    def __init__(self, attempt: Attempt) -> None:
-        self.attempt = attempt
-        self.lost = False
-        self._task: asyncio.Task[Any] | None = None
-        self._cancelled = False
-        self._finishing = False
-
-    @contextlib.asynccontextmanager
-    async def beating(self) -> AsyncIterator[None]:
-        self._task = asyncio.current_task()
-        beats = asyncio.create_task(self._beat())
-        try:
-            yield
-        except asyncio.CancelledError:
-            if not self._cancelled:
-                raise
-            # Our own cancellation, for a lost attempt: it ends here, not the task.
-            self._task.uncancel()
-            logger.warning("turn for message %s was given up on; it stops", self.attempt.message_id)
-        finally:
-            beats.cancel()
-
-    def lose(self) -> None:
-        """Known lost from within the turn: it stops at its next step (self.check)."""
-        self.lost = True
-
-    def finishing(self) -> None:
-        """The turn is recording its own end: a beat that finds the message no longer
-        being answered has met that end, not another attempt's."""
-        self._finishing = True
-
-    def check(self) -> None:
-        if self.lost:
-            raise _Lost(self.attempt.message_id)
-
-    async def _beat(self) -> None:
-        while True:
-            await asyncio.sleep(settings.COACH_TURN_HEARTBEAT_SECONDS)
-            try:
-                held = await db_step(turn_heartbeat, attempt=self.attempt)
-            except Exception as error:
-                logger.warning("message %s: a heartbeat was missed (%s)", self.attempt.message_id, error)
-                continue
-            if not held:
-                if self._finishing:
-                    return
-                # Whatever the turn waits for (the model's first words, a tool call), it
-                # stops now: cancelled from this task, never from its own.
-                self.lost = self._cancelled = True
-                if self._task is not None:
-                    self._task.cancel()
-                return
-
-
 async def _reply_saved(attempt: Attempt, text: str, tokens: ReplyTokens) -> Message:
     try:
-        return await _finishing(reply_save, attempt=attempt, text=text, tokens=tokens)
+        return await finishing(reply_save, attempt=attempt, text=text, tokens=tokens)
     except TurnLost:
         # A save that went through as its connection dropped, then tried again, finds the
         # message answered: by this very attempt, if its reply is there.
@@ -265,150 +186,6 @@ async def _reply_saved(attempt: Attempt, text: str, tokens: ReplyTokens) -> Mess
         if saved is None:
             raise
         return saved
-
-
-async def _finishing[R](step: Callable[..., R], **kwargs: Any) -> R:
-    """A step that begins the turn or records how it ended, tried again while the database
-    is away for a moment (a connection lost, a restart under way)."""
-    for pause in (*FINISH_RETRY_PAUSES_SECONDS, None):
-        try:
-            return await db_step(step, **kwargs)
-        except (OperationalError, InterfaceError) as error:
-            if pause is None:
-                raise
-            logger.warning("recording a turn's end failed (%s); trying again in %s s", error, pause)
-            await asyncio.sleep(pause)
-    raise AssertionError("unreachable")
-
-
-async def _recorded(step: Callable[..., bool], **kwargs: Any) -> bool:
-    """A finishing step whose failure the turn outlives: whether it was recorded."""
-    try:
-        return await _finishing(step, **kwargs)
-    except Exception:
-        logger.exception("a turn's end could not be recorded (%s)", getattr(step, "__name__", step))
-        return False
-
-
-class _Words:
-    """The reply's words as they arrive, sent on to the stream with the memory cues between
-    them; a later round's words start a new paragraph.
-
-    Pieces that come within COALESCE_SECONDS of the last write go out together, a moment
-    later: a fast model's burst is one write and one wake-up for each reader, not one per
-    token, while the first words of a pause still go out at once."""
-
-    def __init__(self, attempt: Attempt, stop: _StopWatch, life: _Life) -> None:
-        self._attempt = attempt
-        self._message_id = attempt.message_id
-        self._stop = stop
-        self._life = life
-        self._parts: list[str] = []
-        self._unsent: list[str] = []
-        self._new_round = False
-        self._stream_down = False
-        self._last_write = 0.0
-        # Writes keep their order: a delayed write and the next one never overtake.
-        self._lock = asyncio.Lock()
-        self._timer: asyncio.TimerHandle | None = None
-        self._delayed: asyncio.Task[None] | None = None
-
-    async def begin(self) -> None:
-        """Take the reply's stream for this attempt: an earlier one writes there no more."""
-        try:
-            await streams.attempt_begin(self._message_id, self._attempt.stream_holder)
-        except RedisError as error:
-            self._down(error)
-
-    def next_round(self) -> None:
-        self._new_round = bool(self._parts)
-
-    async def add(self, text: str) -> None:
-        if self._new_round:
-            text, self._new_round = "\n\n" + text.lstrip(), False
-        self._parts.append(text)
-        self._unsent.append(text)
-        wait = self._last_write + COALESCE_SECONDS - time.monotonic()
-        if wait <= 0:
-            await self.flush()
-        elif self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(wait, self._flush_later)
-
-    async def cue(self, change: dict[str, Any]) -> None:
-        await self.flush()
-        async with self._lock:
-            await self._send(streams.MEMORY, change)
-
-    async def flush(self) -> None:
-        """Send what is not sent yet."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        async with self._lock:
-            if self._unsent:
-                text, self._unsent = "".join(self._unsent), []
-                self._last_write = time.monotonic()
-                await self._send(streams.TEXT, {"text": text})
-
-    async def settle(self) -> None:
-        """Before the terminal event: everything written is in the stream, or given up on
-        (the terminal event carries the reply whole, and the database has it)."""
-        try:
-            await self.flush()
-        except Exception:
-            logger.warning("the last words of message %s could not reach its stream", self._message_id)
-
-    def _flush_later(self) -> None:
-        self._timer = None
-        self._delayed = asyncio.ensure_future(self.flush())
-
-    async def _send(self, kind: str, data: dict[str, Any]) -> None:
-        if self._stream_down:
-            return
-        try:
-            self._stop.seen(
-                await streams.words_append(self._message_id, kind, data, attempt=self._attempt.stream_holder)
-            )
-        except streams.NotHeld:
-            # A retry took the stream, or the person was erased: this attempt is over.
-            self._stream_down = True
-            self._life.lose()
-        except RedisError as error:
-            self._down(error)
-
-    def _down(self, error: RedisError) -> None:
-        # The reply goes on, and is saved whole: readers learn it from the database.
-        self._stream_down = True
-        logger.warning(
-            "message %s: its stream is unreachable (%s); the reply continues unstreamed", self._message_id, error
-        )
-
-    @property
-    def text(self) -> str:
-        return "".join(self._parts)
-
-
-class _StopWatch:
-    """Whether the person asked the turn to stop. The Stop may come from any web process:
-    it is a flag in Redis, learned with each piece of the reply written (in the same round
-    trip), and looked up on its own only when nothing was written for STOP_CHECK_SECONDS."""
-
-    def __init__(self, message_id: int, life: _Life) -> None:
-        self._message_id = message_id
-        self._life = life
-        self._asked = False
-        # A Stop needs the turn's stream to show on first, so the first look is a moment in.
-        self._seen_at = time.monotonic()
-
-    def seen(self, asked: bool) -> None:
-        self._asked = self._asked or asked
-        self._seen_at = time.monotonic()
-
-    async def asked(self) -> bool:
-        self._life.check()
-        if not self._asked and time.monotonic() - self._seen_at >= STOP_CHECK_SECONDS:
-            self.seen(await _stop_requested(self._message_id))
-        return self._asked
 
 
 class _Usage:
@@ -439,10 +216,10 @@ class _Usage:
 async def _converse(
     context: ToolContext,
     messages: list[dict[str, Any]],
-    words: _Words,
+    words: ReplyWords,
     usage: _Usage,
-    stop: _StopWatch,
-    life: _Life,
+    stop: StopWatch,
+    life: AttemptLife,
 ) -> None:
     """The model's rounds: words streamed as they come, tool calls applied in order between."""
     for round_number in range(settings.COACH_MAX_TOOL_ROUNDS + 1):
@@ -490,7 +267,7 @@ async def _one_response(
     *,
     tools: list[dict[str, Any]] | None,
     on_text: Callable[[str], Awaitable[None]],
-    stop: _StopWatch,
+    stop: StopWatch,
 ) -> ModelResponse:
     response: ModelResponse | None = None
     # The model must start within COACH_FIRST_WORDS_SECONDS; once it has, the turn's own
@@ -500,7 +277,7 @@ async def _one_response(
             async for piece in llm.stream_chat(messages, tools=tools):
                 first_words.reschedule(None)
                 if await stop.asked():
-                    raise _Stopped
+                    raise Stopped
                 if isinstance(piece, TextDelta):
                     await on_text(piece.text)
                 else:
@@ -511,20 +288,12 @@ async def _one_response(
     return response
 
 
-async def _stop_requested(message_id: int) -> bool:
-    try:
-        return await streams.stop_requested(message_id)
-    except RedisError:
-        # Without Redis no Stop can be asked for; the reply goes on.
-        return False
-
-
-async def _fail(attempt: Attempt, life: _Life, *, error: str, shown: str, partial: str) -> None:
+async def _fail(attempt: Attempt, life: AttemptLife, *, error: str, shown: str, partial: str) -> None:
     """Record the failure, then tell the readers; each step is tried on its own, so a
     database that is down still lets the browser hear the turn ended (the sweep fixes
     the record later)."""
     life.finishing()
-    await _recorded(reply_fail, attempt=attempt, error=error, partial_text=partial)
+    await recorded(reply_fail, attempt=attempt, error=error, partial_text=partial)
     await _append(attempt, streams.FAILED, {"message": shown})
 
 

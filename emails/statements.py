@@ -1,6 +1,6 @@
 """The one read of the emails app on the chat's hot path, written as SQL (infra/rows.py
-says why): the emails a prompt quotes, read by every turn. As SQL, 1.2 ms; by the ORM,
-2.9 ms (bench/statements.py). emails/selectors.py says what it means."""
+says why): the emails a prompt quotes, read by every turn. As SQL, 1.3 ms; by the ORM,
+2.6 ms (bench/statements.py). emails/selectors.py says what it means."""
 
 from __future__ import annotations
 

@@ -11,11 +11,9 @@ import asyncio
 import base64
 import logging
 import math
-import re
 import struct
-import threading
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -25,6 +23,13 @@ from django.conf import settings
 from django.db import connection
 
 from infra.dbsteps import release_connection
+
+# The fallbacks' public names are the gateway's: callers (check_model) ask it for them.
+from infra.llm_fallbacks import Fallback as Fallback
+from infra.llm_fallbacks import fallbacks_in_use as fallbacks_in_use
+from infra.llm_fallbacks import forget_fallbacks as forget_fallbacks
+from infra.llm_fallbacks import sent_with_fallbacks, sent_with_fallbacks_async
+from infra.llm_fallbacks import server_base_url as server_base_url
 from infra.stream_assembly import ToolCallAssembler
 
 logger = logging.getLogger(__name__)
@@ -91,6 +96,39 @@ async def stream_chat(
     A stream that stops before saying it finished, or a tool call without a name, is an
     LLMError: a reply cut short is never passed on as if it were whole.
     """
+    arguments = _chat_arguments(messages, tools=tools, tool_choice=tool_choice)
+    text: list[str] = []
+    calls = ToolCallAssembler()
+    finish_reason = None
+    usage: Usage | None = None
+    try:
+        # The SDK's documented low-level request (`client.post`), with our body and chunks
+        # as plain JSON. create() would first walk the body against its TypedDicts and
+        # build a model object for every token: for a long prompt and five tool schemas
+        # that cost more CPU than all the rest of a turn. Same HTTP, same SSE decoding.
+        stream = await sent_with_fallbacks_async(
+            arguments,
+            lambda body: _async_client().post(
+                "/chat/completions", body=body, cast_to=object, stream=True, stream_cls=openai.AsyncStream[object]
+            ),
+        )
+        async for chunk in stream:
+            usage = _usage_in(chunk) or usage
+            delta, finished = _delta_of(chunk)
+            content = delta.get("content")
+            if isinstance(content, str) and content:
+                text.append(content)
+                yield TextDelta(content)
+            calls.add_delta(delta)
+            finish_reason = finished or finish_reason
+    except openai.OpenAIError as error:
+        raise as_llm_error(error) from error
+    yield _whole_response("".join(text), calls, finish_reason, usage)
+
+
+def _chat_arguments(
+    messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None, tool_choice: str | dict[str, Any] | None
+) -> dict[str, Any]:
     arguments: dict[str, Any] = {
         "model": settings.COACH_MODEL,
         "messages": messages,
@@ -107,37 +145,23 @@ async def stream_chat(
         arguments["parallel_tool_calls"] = True
         if tool_choice is not None:
             arguments["tool_choice"] = tool_choice
-    text: list[str] = []
-    calls = ToolCallAssembler()
-    finish_reason = None
-    usage: Usage | None = None
-    try:
-        # The SDK's documented low-level request (`client.post`), with our body and chunks
-        # as plain JSON. create() would first walk the body against its TypedDicts and
-        # build a model object for every token: for a long prompt and five tool schemas
-        # that cost more CPU than all the rest of a turn. Same HTTP, same SSE decoding.
-        stream = await _sent_with_fallbacks_async(
-            arguments,
-            lambda body: _async_client().post(
-                "/chat/completions", body=body, cast_to=object, stream=True, stream_cls=openai.AsyncStream[object]
-            ),
-        )
-        async for chunk in stream:
-            usage = _usage_in(chunk) or usage
-            # Chunks without a choice carry other things: usage at the end, a content
-            # filter's notes at the start (Azure). Only one choice is ever asked for.
-            choices = chunk.get("choices") if isinstance(chunk, dict) else None
-            choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
-            delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
-            content = delta.get("content")
-            if isinstance(content, str) and content:
-                text.append(content)
-                yield TextDelta(content)
-            calls.add_delta(delta)
-            if isinstance(choice.get("finish_reason"), str) and choice["finish_reason"]:
-                finish_reason = choice["finish_reason"]
-    except openai.OpenAIError as error:
-        raise as_llm_error(error) from error
+    return arguments
+
+
+def _delta_of(chunk: object) -> tuple[dict[str, Any], str | None]:
+    """A chunk's delta and the reason it finished with, if it did. Chunks without a choice
+    carry other things: usage at the end, a content filter's notes at the start (Azure).
+    Only one choice is ever asked for."""
+    choices = chunk.get("choices") if isinstance(chunk, dict) else None
+    choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+    delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+    finished = choice.get("finish_reason")
+    return delta, finished if isinstance(finished, str) and finished else None
+
+
+def _whole_response(
+    text: str, calls: ToolCallAssembler, finish_reason: str | None, usage: Usage | None
+) -> ModelResponse:
     if finish_reason is None:
         raise LLMError("the reply was cut off before it finished", retryable=True)
     tool_calls = tuple(
@@ -151,8 +175,8 @@ async def stream_chat(
     if finish_reason == "function_call":
         # The legacy name for the same thing, from servers that predate tools.
         finish_reason = "tool_calls"
-    yield ModelResponse(
-        text="".join(text),
+    return ModelResponse(
+        text=text,
         tool_calls=tool_calls,
         finish_reason=finish_reason,
         usage=usage,
@@ -164,7 +188,7 @@ def complete(messages: list[dict[str, Any]]) -> str:
     """One whole answer, for background jobs (summaries, emails, episodes)."""
     _off_the_database()
     try:
-        response = _sent_with_fallbacks(
+        response = sent_with_fallbacks(
             {"model": settings.COACH_MODEL, "messages": messages, "max_tokens": settings.COACH_MAX_TOKENS},
             lambda body: _client().chat.completions.create(**body),
         )
@@ -235,145 +259,6 @@ def _usage_in(chunk: object) -> Usage | None:
     if not isinstance(prompt, int) or not isinstance(completion, int):
         return None
     return Usage(prompt_tokens=prompt, completion_tokens=completion)
-
-
-# Where servers differ on the request: a parameter one accepts, another refuses with a 400.
-# Each fallback is learned from the first refusal, per server (base URL + model), for the
-# life of the process; the request is sent again at once, so the person never sees it.
-@dataclass(frozen=True)
-class Fallback:
-    name: str
-    # The request field a 400 must name for this fallback to apply.
-    refused: re.Pattern[str]
-    # What the app does from then on, in words (the log, check_model).
-    description: str
-
-
-FALLBACKS = (
-    Fallback(
-        "no-parallel-tool-calls",
-        re.compile(r"\bparallel_tool_calls\b"),
-        "parallel_tool_calls is left out of requests (the server refused it)",
-    ),
-    Fallback(
-        "max-completion-tokens",
-        re.compile(r"\bmax_tokens\b"),
-        "the reply's length limit is sent as max_completion_tokens (the server refused max_tokens)",
-    ),
-    Fallback(
-        "no-stream-usage",
-        re.compile(r"\b(stream_options|include_usage)\b"),
-        "usage is not asked for in the stream (the server refused stream_options); tokens are estimated",
-    ),
-    # Last: "strict" is the likeliest word to turn up in a message about something else.
-    Fallback(
-        "no-strict",
-        re.compile(r"\bstrict\b", re.IGNORECASE),
-        "tool schemas are sent without strict (the server refused it); arguments are still checked on our side",
-    ),
-)
-_learned: dict[tuple[str, str], set[str]] = {}
-_learned_lock = threading.Lock()
-
-
-def server_base_url() -> str:
-    """Where the model is asked: OPENAI_BASE_URL, or OpenAI's own API when it is unset."""
-    return settings.OPENAI_BASE_URL or "https://api.openai.com/v1"
-
-
-def _server() -> tuple[str, str]:
-    return (server_base_url(), settings.COACH_MODEL)
-
-
-def _learned_names() -> set[str]:
-    with _learned_lock:
-        return set(_learned.get(_server(), ()))
-
-
-def fallbacks_in_use() -> list[Fallback]:
-    """The fallbacks learned so far for the configured server, in a stable order."""
-    names = _learned_names()
-    return [fallback for fallback in FALLBACKS if fallback.name in names]
-
-
-def forget_fallbacks() -> None:
-    """Start again from the full request with every server (a changed server, a test)."""
-    with _learned_lock:
-        _learned.clear()
-
-
-def _adapted(arguments: dict[str, Any], names: set[str]) -> dict[str, Any]:
-    """The request as this server takes it."""
-    body = dict(arguments)
-    if "no-parallel-tool-calls" in names:
-        body.pop("parallel_tool_calls", None)
-    if "max-completion-tokens" in names and "max_tokens" in body:
-        body["max_completion_tokens"] = body.pop("max_tokens")
-    if "no-stream-usage" in names:
-        body.pop("stream_options", None)
-    if "no-strict" in names and body.get("tools"):
-        body["tools"] = [
-            {**tool, "function": {key: value for key, value in tool["function"].items() if key != "strict"}}
-            if isinstance(tool.get("function"), dict)
-            else tool
-            for tool in body["tools"]
-        ]
-    return body
-
-
-def _fallback_for(error: openai.OpenAIError, body: dict[str, Any]) -> Fallback | None:
-    """The fallback a refusal asks for: a 400 that names a field this request sent."""
-    if not isinstance(error, openai.APIStatusError) or error.status_code not in (400, 422):
-        return None
-    said = error.message
-    if isinstance(error.body, dict):
-        said = f"{said} {error.body.get('param') or ''} {error.body.get('message') or ''}"
-    for fallback in FALLBACKS:
-        # Only a fallback that would change this request: one it still carries the field of.
-        if fallback.refused.search(said) and _adapted(body, {fallback.name}) != body:
-            return fallback
-    return None
-
-
-def _learn(fallback: Fallback) -> None:
-    server = _server()
-    with _learned_lock:
-        names = _learned.setdefault(server, set())
-        if fallback.name in names:
-            return
-        names.add(fallback.name)
-    logger.warning("the model server at %s (model %s): %s", server[0], server[1], fallback.description)
-
-
-def _learned_from(error: openai.OpenAIError, body: dict[str, Any]) -> bool:
-    """Learn the fallback a refusal asks for; False when it asks for none (the error stands).
-    Each fallback takes one field out, so a request is tried at most len(FALLBACKS) + 1 times."""
-    fallback = _fallback_for(error, body)
-    if fallback is not None:
-        _learn(fallback)
-    return fallback is not None
-
-
-def _sent_with_fallbacks(arguments: dict[str, Any], send: Callable[[dict[str, Any]], Any]) -> Any:
-    while True:
-        body = _adapted(arguments, _learned_names())
-        try:
-            return send(body)
-        except openai.OpenAIError as error:
-            if not _learned_from(error, body):
-                raise
-
-
-async def _sent_with_fallbacks_async(
-    arguments: dict[str, Any], send: Callable[[dict[str, Any]], Awaitable[Any]]
-) -> Any:
-    while True:
-        body = _adapted(arguments, _learned_names())
-        try:
-            return await send(body)
-        except openai.OpenAIError as error:
-            if not _learned_from(error, body):
-                raise
 
 
 class ModelCallInTransaction(RuntimeError):

@@ -174,8 +174,28 @@ def assemble_memory_context(
     forms = _index_that_fits(memories, room)
     spent = _index_cost(memories, forms)
 
-    # Pass 2: full texts while the budget lasts, each in place of its line.
     due_before = now + timedelta(days=settings.MEMORY_PROSPECTIVE_LEAD_DAYS)
+    spent = _full_texts_that_fit(memories, forms, due_before, spent=spent, room=room)
+    emails_in, email_items, spent = _emails_that_fit(sent_emails, spent=spent, room=room)
+    body, memory_items = _render(memories, forms, due_before)
+    if emails_in:
+        body += [EMAILS_HEADER, *(_email_line(email) for email in emails_in)]
+    text = "\n".join([*head, *body, *tail])
+    return MemoryContext(
+        text=text,
+        items=(*memory_items, *email_items),
+        tokens=estimate_tokens(text),
+        budget=budget,
+        stage=stage,
+        learned=learned,
+    )
+
+
+def _full_texts_that_fit(
+    memories: Sequence[Memory], forms: dict[int, str], due_before: datetime, *, spent: int, room: int
+) -> int:
+    """Pass 2: full texts while the budget lasts, each in place of its line (`forms` is
+    changed in place). What is spent after it."""
     for memory in _full_text_order(memories, due_before):
         if forms[memory.pk] != LINE:
             continue
@@ -183,7 +203,14 @@ def assemble_memory_context(
         if spent + extra <= room:
             forms[memory.pk] = WHOLE
             spent += extra
+    return spent
 
+
+def _emails_that_fit(
+    sent_emails: Sequence[SentEmail], *, spent: int, room: int
+) -> tuple[list[SentEmail], list[ContextItem], int]:
+    """The emails lately sent, newest first, while the budget lasts: those in, an item for
+    each (in, or left out), and what is spent after them."""
     emails_in: list[SentEmail] = []
     email_items: list[ContextItem] = []
     for email in sent_emails:
@@ -201,19 +228,7 @@ def assemble_memory_context(
                 tokens=cost if fits else 0,
             )
         )
-
-    body, memory_items = _render(memories, forms, due_before)
-    if emails_in:
-        body += [EMAILS_HEADER, *(_email_line(email) for email in emails_in)]
-    text = "\n".join([*head, *body, *tail])
-    return MemoryContext(
-        text=text,
-        items=(*memory_items, *email_items),
-        tokens=estimate_tokens(text),
-        budget=budget,
-        stage=stage,
-        learned=learned,
-    )
+    return emails_in, email_items, spent
 
 
 def memory_in_use(*, user: User) -> bool:

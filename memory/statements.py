@@ -1,7 +1,7 @@
 """The reads and writes every memory tool call makes, written as SQL where it pays
 (infra/rows.py says why; bench/statements.py measures each path against the ORM: a coach's
-save through its tool, 9.6 ms in SQL against 18.9 ms by the ORM; a search, 5.3 ms against
-8.2 ms). memory/selectors.py and memory/store.py say what each one means; this says how.
+save through its tool, 10.3 ms in SQL against 21.8 ms by the ORM; a search, 5.7 ms against
+8.0 ms). memory/selectors.py and memory/store.py say what each one means; this says how.
 Each is scoped to one person, and `in_use_only` reads nothing while that person has
 memory off, in the same statement."""
 

@@ -7,7 +7,7 @@ import logging
 from celery import shared_task
 
 from infra.llm import LLMError
-from memory.services import memories_reembed, memory_history_prune
+from memory.maintenance import memories_reembed, memory_history_prune
 
 logger = logging.getLogger(__name__)
 

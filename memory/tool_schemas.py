@@ -49,12 +49,23 @@ _REASON = {"type": "string", "description": f"Why, in a sentence the person coul
 
 def tool_definitions() -> list[dict[str, Any]]:
     """The tools, in the Chat Completions format, with strict JSON schemas."""
+    specs = {**_write_specs(), **_read_specs()}
+    return [
+        {
+            "type": "function",
+            "function": {"name": name, "description": description, "parameters": parameters, "strict": True},
+        }
+        for name, (description, parameters) in specs.items()
+    ]
+
+
+def _write_specs() -> dict[str, tuple[str, dict[str, Any]]]:
     content = {
         "type": "string",
         "description": f"The note itself, at most {settings.MEMORY_CONTENT_MAX_CHARS} characters. "
         "A feedback memory: the rule, then a 'Why:' line and a 'How to apply:' line.",
     }
-    specs = {
+    return {
         "save_memory": (
             "Save something worth remembering about the person, one memory per topic. Saving an existing "
             "key updates it. A save that looks like another memory is flagged and not saved; the result names "
@@ -102,6 +113,11 @@ def tool_definitions() -> list[dict[str, Any]]:
             "Deleting a protected memory is sent to the person to confirm.",
             _object({"key": _KEY, "reason": _REASON}),
         ),
+    }
+
+
+def _read_specs() -> dict[str, tuple[str, dict[str, Any]]]:
+    return {
         "search_memories": (
             "Find the person's memories closest in meaning to a query, with their keys and summaries.",
             _object({"query": {"type": "string"}, "limit": _nullable({"type": "integer"})}),
@@ -111,13 +127,6 @@ def tool_definitions() -> list[dict[str, Any]]:
             _object({"keys": {"type": "array", "items": {"type": "string"}}}),
         ),
     }
-    return [
-        {
-            "type": "function",
-            "function": {"name": name, "description": description, "parameters": parameters, "strict": True},
-        }
-        for name, (description, parameters) in specs.items()
-    ]
 
 
 @cache

@@ -17,24 +17,20 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django.views.decorators.vary import vary_on_headers
 
 from accounts.forms import MemoryEditForm, MemoryFilterForm, MemoryForm
-from accounts.pages import MemoryFilters, MemoryPage, ProposalView, forgotten_memory, memory_row, undo_offer
+from accounts.pages import MemoryFilters, MemoryPage, forgotten_memory, memory_row, undo_offer
 from accounts.selectors import (
     context_report_for_user,
     forgotten_memories_for_user,
     memory_history_page_for_user,
     memory_page_for_user,
 )
-from accounts.services import memory_delete_by_person, proposal_confirm_by_person
+from accounts.services import memory_delete_by_person
 from accounts.views.partials import HtmxHttpRequest, wants_partial
-from memory.drafts import MemoryInvalid, MemoryNotFound, MemoryNotRestorable, ProposalDecided, ProposalOutdated
+from memory.drafts import MemoryInvalid, MemoryNotFound, MemoryNotRestorable, ProposalOutdated
 from memory.models import Memory
-from memory.overlaps import overlap_dismiss, overlap_merge
-from memory.proposals import proposal_reject
 from memory.selectors import (
     memory_history_for_user,
     memory_list_for_user,
-    overlaps_for_user,
-    proposals_for_user,
     recently_forgotten_for_user,
 )
 from memory.services import (
@@ -72,10 +68,15 @@ def memory_add(request: HtmxHttpRequest) -> HttpResponse:
             _add_errors(form, error.errors)
         else:
             if wants_partial(request):
-                context = {"add_form": MemoryForm(), "saved": True, "row": memory_row(memory), "page": _page(request)}
+                context = {
+                    "add_form": MemoryForm(),
+                    "saved": True,
+                    "row": memory_row(memory),
+                    "page": memory_page_of(request),
+                }
                 return render(request, "accounts/memories.html#memory_added", context)
             messages.success(request, "Saved. Your coach will always remember this.")
-            return redirect(_memory_anchor(memory.pk))
+            return redirect(memory_anchor(memory.pk))
     if wants_partial(request):
         return render(request, "accounts/memories.html#add_form", {"add_form": form})
     return render(request, "accounts/memories.html", _page_context(request, add_form=form))
@@ -167,7 +168,7 @@ def memory_edit(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             if wants_partial(request):
                 return render(request, "accounts/memories.html#memory_row", {"row": memory_row(memory), "saved": True})
             messages.success(request, "Saved. Your coach now remembers it this way, and will not forget it.")
-            return redirect(_memory_anchor(pk))
+            return redirect(memory_anchor(pk))
     return _render_edit(request, current, form)
 
 
@@ -192,7 +193,9 @@ def memory_delete_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         deleted = None
     context = {"memory_id": pk, "undo": undo_offer(deleted) if deleted else None}
     if wants_partial(request):
-        return render(request, "accounts/memories.html#memory_deleted_response", {**context, "page": _page(request)})
+        return render(
+            request, "accounts/memories.html#memory_deleted_response", {**context, "page": memory_page_of(request)}
+        )
     # Without JavaScript the page comes back with the Undo on it, rather than a redirect:
     # the undo would otherwise have to wait for the next page in the session, on the server.
     return render(request, "accounts/memories.html", {**_page_context(request), "deleted": context})
@@ -213,10 +216,10 @@ def memory_undo_delete_view(request: HtmxHttpRequest) -> HttpResponse:
         messages.error(request, str(refused))
         return redirect("memories")
     if wants_partial(request):
-        context = {"row": memory_row(memory), "saved": True, "page": _page(request)}
+        context = {"row": memory_row(memory), "saved": True, "page": memory_page_of(request)}
         return render(request, "accounts/memories.html#memory_undone", context)
     messages.success(request, "Undone: it is back, as it was.")
-    return redirect(_memory_anchor(memory.pk))
+    return redirect(memory_anchor(memory.pk))
 
 
 @login_required
@@ -232,7 +235,7 @@ def memory_keep_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         context = {**_page_context(request), "row": memory_row(memory), "oob": True}
         return render(request, "accounts/memories.html#memory_kept", context)
     messages.success(request, "Kept. Your coach will not forget this one.")
-    return redirect(_memory_anchor(pk))
+    return redirect(memory_anchor(pk))
 
 
 @login_required
@@ -252,93 +255,10 @@ def memory_restore_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         messages.error(request, str(error))
         return redirect(reverse("memories") + "#forgotten")
     if wants_partial(request):
-        context = {"row": memory_row(memory), "page": _page(request)}
+        context = {"row": memory_row(memory), "page": memory_page_of(request)}
         return render(request, "accounts/memories.html#memory_restored", context)
     messages.success(request, "Restored. It is back, and your coach will not forget it again.")
-    return redirect(_memory_anchor(memory.pk))
-
-
-@login_required
-@require_POST
-def proposal_confirm_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    """Apply exactly the change the coach asked for and the person was shown."""
-    proposal = get_object_or_404(proposals_for_user(user=request.user), pk=pk)
-    memory_id = proposal.memory_id
-    try:
-        memory = proposal_confirm_by_person(user=request.user, proposal=proposal)
-    except ProposalDecided as decided:
-        return _proposal_answered(request, proposal.pk, str(decided))
-    except (ProposalOutdated, MemoryInvalid) as error:
-        if wants_partial(request):
-            view = ProposalView(proposal=proposal, proposed=proposal.proposed_fields(), outdated=True)
-            return render(request, "accounts/memories.html#proposal", {"item": view, "error": str(error)})
-        messages.error(request, str(error))
-        return redirect(reverse("memories") + "#proposals")
-    if wants_partial(request):
-        context = {
-            "row": memory_row(memory) if memory else None,
-            "memory_id": memory_id,
-            "oob": True,
-            "page": _page(request),
-        }
-        return render(request, "accounts/memories.html#proposal_confirmed", context)
-    messages.success(request, "Done: your coach's suggestion is applied." if memory else "Done: it is deleted.")
-    return redirect(_memory_anchor(memory_id) if memory else reverse("memories"))
-
-
-@login_required
-@require_POST
-def proposal_reject_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    """Turn the coach's suggestion down; the memory stays exactly as it is."""
-    proposal = get_object_or_404(proposals_for_user(user=request.user), pk=pk)
-    try:
-        proposal_reject(user=request.user, proposal_id=proposal.pk)
-    except ProposalDecided as decided:
-        return _proposal_answered(request, proposal.pk, str(decided))
-    if wants_partial(request):
-        return HttpResponse("")
-    messages.success(request, "Turned down. The memory stays as it was.")
-    return redirect("memories")
-
-
-@login_required
-@require_POST
-def overlap_merge_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    """Fold two memories that read alike into one, which becomes the person's own."""
-    overlap = get_object_or_404(overlaps_for_user(user=request.user), pk=pk)
-    try:
-        kept = overlap_merge(user=request.user, overlap_id=overlap.pk)
-    except MemoryNotFound as error:
-        if wants_partial(request):
-            context = {"overlap_id": overlap.pk, "message": str(error)}
-            return render(request, "accounts/memories.html#overlap_done", context, status=409)
-        messages.error(request, str(error))
-        return redirect(reverse("memories") + "#overlaps")
-    gone = overlap.other_id if kept.pk == overlap.memory_id else overlap.memory_id
-    if wants_partial(request):
-        context = {
-            "overlap_id": overlap.pk,
-            "row": memory_row(kept),
-            "gone": gone,
-            "message": "Merged into one. It is yours now, kept for good.",
-            "page": _page(request),
-        }
-        return render(request, "accounts/memories.html#overlap_done", context)
-    messages.success(request, "Merged into one memory, kept for good.")
-    return redirect(_memory_anchor(kept.pk))
-
-
-@login_required
-@require_POST
-def overlap_dismiss_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    """The two are different facts: keep both, and stop offering the pair."""
-    overlap = get_object_or_404(overlaps_for_user(user=request.user), pk=pk)
-    overlap_dismiss(user=request.user, overlap_id=overlap.pk)
-    if wants_partial(request):
-        context = {"overlap_id": overlap.pk, "message": "Kept both."}
-        return render(request, "accounts/memories.html#overlap_done", context)
-    messages.success(request, "Kept both.")
-    return redirect(reverse("memories") + "#overlaps")
+    return redirect(memory_anchor(memory.pk))
 
 
 @login_required
@@ -373,11 +293,11 @@ def _add_errors(form: MemoryForm, errors: dict[str, str]) -> None:
         form.add_error(name if name in form.fields else None, text[0].upper() + text[1:])
 
 
-def _memory_anchor(memory_id: int) -> str:
+def memory_anchor(memory_id: int) -> str:
     return f"{reverse('memories')}#memory-{memory_id}"
 
 
-def _page(request: HtmxHttpRequest) -> MemoryPage:
+def memory_page_of(request: HtmxHttpRequest) -> MemoryPage:
     """The page as it stands after a change, for the counts and lists a partial updates
     out of band (the counts at the top, each tier's count, what is next to be forgotten)."""
     return memory_page_for_user(user=request.user, filters=MemoryFilters(), now=timezone.now())
@@ -420,15 +340,6 @@ def _page_number(request: HtmxHttpRequest) -> int:
     # A page number that is not one is the first page, not an error page.
     value = request.GET.get("page", "1")
     return max(1, min(int(value), 10_000)) if value.isdigit() else 1
-
-
-def _proposal_answered(request: HtmxHttpRequest, proposal_id: int, message: str) -> HttpResponse:
-    """A suggestion answered twice (two tabs, a double click): say so, change nothing."""
-    if wants_partial(request):
-        context = {"proposal_id": proposal_id, "message": message}
-        return render(request, "accounts/memories.html#proposal_answered", context, status=409)
-    messages.info(request, message)
-    return redirect(reverse("memories") + "#proposals")
 
 
 def _gone_or_404(request: HtmxHttpRequest, pk: int, *, form: MemoryForm) -> HttpResponse:

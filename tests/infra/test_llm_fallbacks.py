@@ -92,7 +92,7 @@ def test_a_refused_strict_is_remembered_for_that_server_and_said_once_in_the_log
     model_server.queue_text("First answer.")
     model_server.queue_text("Second answer.")
 
-    with caplog.at_level(logging.WARNING, logger="infra.llm"):
+    with caplog.at_level(logging.WARNING, logger="infra.llm_fallbacks"):
         answer(user, "Hello")
         answer(user, "Hello again")
 
@@ -100,7 +100,7 @@ def test_a_refused_strict_is_remembered_for_that_server_and_said_once_in_the_log
     # Refused, sent again; then the next turn goes without strict from its first request.
     assert len(requests) == 3
     assert [any(strict_flags(body)) for body in requests] == [True, False, False]
-    said = [record.getMessage() for record in caplog.records if record.name == "infra.llm"]
+    said = [record.getMessage() for record in caplog.records if record.name == "infra.llm_fallbacks"]
     assert len(said) == 1
     assert model_server.base_url in said[0] and "tool schemas are sent without strict" in said[0]
     assert [fallback.name for fallback in llm.fallbacks_in_use()] == ["no-strict"]

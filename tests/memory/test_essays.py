@@ -27,8 +27,9 @@ from emails.models import Email
 from emails.planning import check_ins_plan
 from memory.context import TOPIC_ORDER, assemble_memory_context
 from memory.drafts import MemoryDraft
+from memory.maintenance import memory_history_prune
 from memory.models import Memory, MemoryEvent
-from memory.services import memory_add_by_user, memory_history_prune, memory_save
+from memory.services import memory_add_by_user, memory_save
 from memory.tools import ToolContext, run_tool
 from offline_coach import ModelServer
 from tests.emails.factories import reachable_now

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from infra.llm import LLMError
-from memory.services import memories_reembed
+from memory.maintenance import memories_reembed
 
 
 class Command(BaseCommand):

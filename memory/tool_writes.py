@@ -1,0 +1,271 @@
+"""The memory tools that write: save (checked against near-copies first), update and
+delete. What the person wrote, or anything protected, is never changed by the model: the
+call becomes a suggestion the person confirms or rejects."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from django.conf import settings
+from django.utils import timezone
+from django.utils.dateparse import parse_date, parse_datetime
+
+from infra.llm import Embedding, LLMError
+from memory.drafts import MemoryDraft, feedback_missing, validate_draft
+from memory.embeddings import embed_memory
+from memory.models import Category, Memory, MemoryEvent, MemoryProposal, Source
+from memory.overlaps import overlaps_record
+from memory.policy import PROTECTED_CATEGORIES
+from memory.proposals import proposal_make
+from memory.selectors import SimilarMemory, memory_by_key, memory_by_key_and_similar
+from memory.services import memory_delete, memory_save
+from memory.tool_context import MemoryChange, ToolContext, ToolRefusal, require_memory_on
+from memory.tool_embeddings import embedded_alike
+from memory.tool_schemas import DEDUP_CANDIDATES, DEFAULT_DUE_TIME
+
+
+def save_memory(
+    context: ToolContext,
+    *,
+    key: str,
+    tier: str,
+    category: str,
+    summary: str,
+    content: str,
+    due_at: str | None,
+    keep_separate: bool | None,
+) -> dict[str, Any]:
+    now = timezone.now()
+    draft = validate_draft(
+        MemoryDraft(
+            key=key,
+            tier=tier,
+            category=category,
+            summary=summary,
+            content=content,
+            due_at=_due(due_at, context.time_zone),
+        ),
+        now=now,
+    )
+    _require_feedback_shape(draft)
+    # Embedded first, so that the memory under this key and those like it are one read (a
+    # save that ends as a proposal to the person spends an embedding for nothing: rare).
+    try:
+        embedding = embed_memory(summary=draft.summary, content=draft.content)
+    except LLMError:
+        # A change to a protected memory is put to the person, which needs no embedding:
+        # an outage does not stop it.
+        existing = memory_by_key(user=context.user, key=key, in_use_only=True)
+        if existing is not None and existing.is_protected:
+            return _propose(context, existing, MemoryProposal.Kind.UPDATE, draft, reason="the coach saved new text")
+        raise
+    embedded_alike(context, embedding.model)
+    # Writes check that memory is on as they lock the person's row (memory.store.lock_user).
+    existing, nearest = memory_by_key_and_similar(
+        user=context.user,
+        key=key,
+        vector=embedding.vector,
+        model=embedding.model,
+        limit=DEDUP_CANDIDATES,
+        # A weekly episode is the record of a week, which touches on every fact told in
+        # it: never the same fact as a note, and never to be merged into.
+        exclude_category=Category.EPISODE,
+        in_use_only=True,
+    )
+    if (same := _already_kept(draft, existing, nearest)) is not None:
+        # The same save again (a retried turn, a model repeating itself): nothing to
+        # record, nothing to show; the model is told as update_memory would tell it.
+        return {"status": "unchanged", "key": same.key}
+    if existing is not None and existing.is_protected:
+        return _propose(context, existing, MemoryProposal.Kind.UPDATE, draft, reason="the coach saved new text")
+    # Similarity is a flag, not a verdict: after one, the model may say the facts differ.
+    answered = bool(keep_separate) and key in context.flagged_keys
+    similar = [] if answered else [s for s in nearest if s.similarity >= settings.MEMORY_DEDUP_THRESHOLD]
+    if similar and draft.category not in PROTECTED_CATEGORIES:
+        return _near_copy(context, key, similar)
+    return _saved(context, draft, existing, embedding, similar, now=now)
+
+
+def _near_copy(context: ToolContext, key: str, similar: list[SimilarMemory]) -> dict[str, Any]:
+    """Not saved: what it looks like, and the model's choices."""
+    context.duplicate_keys.update(s.memory.key for s in similar)
+    context.flagged_keys.add(key)
+    return {
+        "status": "not_saved",
+        "reason": "it looks like what is already remembered",
+        "duplicates": [
+            {
+                "key": s.memory.key,
+                "category": s.memory.category,
+                "summary": s.memory.summary,
+                "similarity": s.similarity,
+            }
+            for s in similar
+        ],
+        "choices": [
+            "merge: the same fact with more detail: update_memory on the existing key, text combining both",
+            "replace: the same fact, changed: update_memory on the existing key with the new text",
+            "skip: nothing new to keep",
+            "keep_separate: different facts (a talk in June, another in March): save_memory again with the "
+            "same arguments and keep_separate true",
+        ],
+    }
+
+
+def _saved(
+    context: ToolContext,
+    draft: MemoryDraft,
+    existing: Memory | None,
+    embedding: Embedding,
+    similar: list[SimilarMemory],
+    *,
+    now: datetime,
+) -> dict[str, Any]:
+    outcome = memory_save(
+        user=context.user,
+        draft=draft,
+        source=Source.COACH,
+        actor=MemoryEvent.Actor.COACH,
+        session_id=context.session_id,
+        message_id=context.message_id,
+        embedding=embedding,
+        expected_version=existing.version if existing else None,
+        now=now,
+    )
+    result: dict[str, Any] = {"status": "saved", "key": outcome.memory.key, "created": outcome.created}
+    context.changes.append(
+        MemoryChange("saved" if outcome.created else "updated", outcome.memory.pk, outcome.memory.summary)
+    )
+    if outcome.memory.key != draft.key:
+        result["note"] = f"kept under the neutral key {outcome.memory.key!r}: safety notes are never named by text"
+    if similar:
+        # Safety is never held back as a near-copy (seed 000: too much is wasteful, never
+        # wrong); the person is offered the pair to merge, and the model told of it.
+        overlaps_record(user=context.user, memory=outcome.memory, similar=similar)
+        result["overlaps"] = [{"key": s.memory.key, "summary": s.memory.summary} for s in similar]
+        result["overlap_note"] = (
+            "saved all the same, as safety notes are never held back; it reads like the memories above, "
+            "which the person will be offered to merge"
+        )
+    return result
+
+
+def _already_kept(draft: MemoryDraft, existing: Memory | None, nearest: list[SimilarMemory]) -> Memory | None:
+    """The memory that already holds exactly this draft: the one under its key, or (a safety
+    note is kept under a neutral key, so a second save of it finds no key) the closest
+    memory the coach wrote, when its text, kind and dates are the draft's own. What the
+    person wrote is never taken for the coach's own save: a copy of it is offered to them
+    to merge, as any look-alike is."""
+    candidates = [existing] if existing is not None else []
+    candidates += [match.memory for match in nearest[:1]]
+    for memory in candidates:
+        # A match is read without its note: the summary rules most out before it is loaded.
+        if (memory.tier, memory.category, memory.summary) != (draft.tier, draft.category, draft.summary):
+            continue
+        if memory is not existing and memory.source != Source.COACH:
+            continue
+        if replace(MemoryDraft.of(memory), key=draft.key) == draft:
+            return memory
+    return None
+
+
+def update_memory(
+    context: ToolContext,
+    *,
+    key: str,
+    summary: str | None,
+    content: str | None,
+    tier: str | None,
+    category: str | None,
+    due_at: str | None,
+    status: str | None,
+    clear: list[str] | None,
+    reason: str,
+) -> dict[str, Any]:
+    memory = memory_by_key(user=context.user, key=key, in_use_only=True)
+    if memory is None:
+        require_memory_on(context)
+        raise ToolRefusal(f"there is no memory {key!r}; save_memory creates one")
+    current = MemoryDraft.of(memory)
+    changes = {"summary": summary, "content": content, "tier": tier, "category": category, "status": status}
+    draft = replace(current, **{name: value for name, value in changes.items() if value is not None})
+    if due_at is not None:
+        if "due_at" in (clear or ()):
+            raise ToolRefusal("give due_at or clear it, not both")
+        draft = replace(draft, due_at=_due(due_at, context.time_zone))
+    if "due_at" in (clear or ()):
+        draft = replace(draft, due_at=None)
+    draft = validate_draft(draft, now=timezone.now(), due_may_be_past=due_at is None)
+    _require_feedback_shape(draft)
+    if draft == current:
+        return {"status": "unchanged", "key": key}
+    if memory.is_protected:
+        return _propose(context, memory, MemoryProposal.Kind.UPDATE, draft, reason=reason)
+    outcome = memory_save(
+        user=context.user,
+        draft=draft,
+        source=Source.COACH,
+        actor=MemoryEvent.Actor.COACH,
+        reason=reason,
+        merged=key in context.duplicate_keys,
+        session_id=context.session_id,
+        message_id=context.message_id,
+        expected_version=memory.version,
+    )
+    context.changes.append(MemoryChange("updated", outcome.memory.pk, outcome.memory.summary))
+    result: dict[str, Any] = {"status": "updated", "key": outcome.memory.key}
+    if outcome.memory.key != key:
+        result["note"] = f"now protected, so kept under the neutral key {outcome.memory.key!r}"
+    return result
+
+
+def delete_memory(context: ToolContext, *, key: str, reason: str) -> dict[str, Any]:
+    memory = memory_by_key(user=context.user, key=key, in_use_only=True)
+    if memory is None:
+        require_memory_on(context)
+        raise ToolRefusal(f"there is no memory {key!r}")
+    if memory.is_protected:
+        return _propose(context, memory, MemoryProposal.Kind.DELETE, None, reason=reason)
+    memory_delete(user=context.user, memory_id=memory.pk, actor=MemoryEvent.Actor.COACH, reason=reason)
+    context.changes.append(MemoryChange("deleted", memory.pk, memory.summary))
+    return {"status": "deleted", "key": key}
+
+
+def _require_feedback_shape(draft: MemoryDraft) -> None:
+    if missing := feedback_missing(draft):
+        raise ToolRefusal(
+            "a feedback memory holds the rule, then " + " and ".join(missing) + "; add them to `content` and save again"
+        )
+
+
+def _propose(
+    context: ToolContext, memory: Memory, kind: str, draft: MemoryDraft | None, *, reason: str
+) -> dict[str, Any]:
+    proposal_make(user=context.user, memory=memory, kind=kind, draft=draft, reason=reason)
+    context.changes.append(MemoryChange("proposed", memory.pk, memory.summary))
+    return {
+        "status": "proposed",
+        "key": memory.key,
+        "message": f"{memory.key!r} is protected (the person wrote it, or it concerns their safety). "
+        "Nothing changed: the person will be asked to confirm this on their memory page. "
+        "Keep treating the memory as it stands.",
+    }
+
+
+def _due(value: str | None, time_zone: str) -> datetime | None:
+    """An ISO date-time, or a date meaning its morning on the person's clock."""
+    if value is None:
+        return None
+    zone = ZoneInfo(time_zone)
+    try:
+        # A plain date first: Python reads "2031-06-12" as a date-time too, at midnight.
+        day = parse_date(value)
+        parsed = datetime.combine(day, DEFAULT_DUE_TIME, tzinfo=zone) if day else parse_datetime(value)
+    except ValueError:
+        parsed = None
+    if parsed is None:
+        raise ToolRefusal(f"due_at {value!r} is not an ISO 8601 date or date-time")
+    return parsed if timezone.is_aware(parsed) else parsed.replace(tzinfo=zone)
