@@ -209,7 +209,10 @@ def _checked(fact: Any, *, now: datetime) -> Proposal:
         raise _Unusable("a fact that is not an object")
     summary, details = fact.get("summary"), fact.get("details", fact.get("content")) or ""
     category, tier = fact.get("category") or Category.OTHER, fact.get("tier") or Tier.PROFILE
-    if not all(isinstance(value, str) for value in (summary, details, category, tier)):
+    # One isinstance per name, so the type checker knows each is text from here on.
+    if not (
+        isinstance(summary, str) and isinstance(details, str) and isinstance(category, str) and isinstance(tier, str)
+    ):
         raise _Unusable("a field that is not text")
     if HTML_TAG.search(f"{summary} {details}"):
         raise _Unusable("markup in a fact")
