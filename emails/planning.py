@@ -1,15 +1,17 @@
 """Planning the communication tier: who is due which email now, written into the ledger.
 
-Planning inserts ledger rows for everyone due at once (one statement; the unique key
-(user, kind, period) turns a repeated tick into a no-op) and hands only the new rows to
-workers once the insert is committed. A session's recap and a week's episode are planned
-from facts the chat leaves behind (a session summarised), never called for by the chat.
+Nudges and check-ins are planned for everyone due at once (one statement each; the unique
+key (user, kind, period) turns a repeated tick into a no-op), and only the new rows are
+handed to workers, once the insert is committed. A session's recap and a week's episode
+are planned from facts the chat leaves behind (a session summarised), never called for by
+the chat.
 """
 
 from __future__ import annotations
 
 import logging
 from datetime import date, datetime, time, timedelta
+from functools import cache
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
@@ -18,6 +20,7 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
+from psycopg import sql
 
 from coach.models import ChatSession
 from coach.selectors import summarised_sessions_between
@@ -25,6 +28,7 @@ from emails.claims import claims_release_for_node, claims_release_stale
 from emails.models import Email, WeeklyEpisodeRequest
 from emails.schedule import SendingWindow, next_sending_time
 from emails.selectors import (
+    Plan,
     check_in_plan,
     email_preference_for_user,
     episode_plan,
@@ -32,6 +36,7 @@ from emails.selectors import (
     recaps_wanted,
 )
 from infra.llm import LLMError
+from infra.rows import table, text
 from memory.drafts import MemoryWriteError
 from memory.episodes import SessionOfWeek, weekly_episode_save, weekly_episode_text
 from memory.models import Memory
@@ -68,15 +73,7 @@ def check_ins_plan(*, now: datetime | None = None) -> int:
     (one a person at most, the soonest), and send them. Returns how many were planned."""
     now = now or timezone.now()
     plan = check_in_plan(now=now, window=sending_window(), lead=timedelta(days=settings.MEMORY_PROSPECTIVE_LEAD_DAYS))
-    # The period is the memory: one check-in per intention, however often this runs.
-    return _insert_and_send(
-        f"""WITH {plan.ctes}
-        INSERT INTO emails_email ({_PLANNED_COLUMNS}, memory_id)
-        SELECT user_id, %(kind)s, 'memory-' || memory_id, {_PLANNED_VALUES}, memory_id FROM {plan.due}
-        ON CONFLICT ON CONSTRAINT email_once_per_user_kind_period DO NOTHING
-        RETURNING id""",  # noqa: S608 - built from this module's constants, never from input
-        plan.parameters | _planned_parameters(kind=Kind.CHECK_IN, now=now),
-    )
+    return _insert_and_send(_CHECK_INS_INSERT, plan, kind=Kind.CHECK_IN, now=now)
 
 
 def nudges_plan(*, now: datetime | None = None) -> int:
@@ -84,14 +81,7 @@ def nudges_plan(*, now: datetime | None = None) -> int:
     of queries, and send them. Returns how many were planned."""
     now = now or timezone.now()
     plan = nudge_plan(now=now, window=sending_window())
-    return _insert_and_send(
-        f"""WITH {plan.ctes}
-        INSERT INTO emails_email ({_PLANNED_COLUMNS})
-        SELECT user_id, %(kind)s, period_key, {_PLANNED_VALUES} FROM {plan.due}
-        ON CONFLICT ON CONSTRAINT email_once_per_user_kind_period DO NOTHING
-        RETURNING id""",  # noqa: S608 - built from this module's constants, never from input
-        plan.parameters | _planned_parameters(kind=Kind.NUDGE, now=now),
-    )
+    return _insert_and_send(_NUDGES_INSERT, plan, kind=Kind.NUDGE, now=now)
 
 
 def session_recap_plan(*, session_id: int, now: datetime | None = None) -> Email | None:
@@ -151,15 +141,7 @@ def emails_dispatch_due(*, now: datetime | None = None) -> int:
             # tick) leaves it alone while its task waits in the queue; SKIP LOCKED lets
             # two dispatchers split the work instead of queueing behind each other.
             cursor.execute(
-                """UPDATE emails_email SET send_after = %(lease)s
-                WHERE id IN (
-                    SELECT id FROM emails_email
-                    WHERE status = %(queued)s AND send_after <= %(now)s
-                    ORDER BY send_after
-                    LIMIT %(batch)s
-                    FOR UPDATE SKIP LOCKED
-                )
-                RETURNING id""",
+                _dispatch_sql(),
                 {"lease": lease_from(now), "queued": Status.QUEUED, "now": now, "batch": DISPATCH_BATCH},
             )
             due = [row[0] for row in cursor.fetchall()]
@@ -185,19 +167,10 @@ def weekly_episodes_plan(*, now: datetime | None = None) -> int:
 
     now = now or timezone.now()
     plan = episode_plan(now=now, due_for=timedelta(days=settings.WEEKLY_EPISODE_DUE_DAYS))
+    statement = _EPISODES_ASK.format(ctes=plan.ctes, requests=table(WeeklyEpisodeRequest), due=plan.due)
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
-            f"""WITH {plan.ctes}
-            INSERT INTO emails_weeklyepisoderequest AS asked
-                (user_id, week_key, created_at, attempts, next_ask_at, error)
-            SELECT user_id, week_key, %(now)s, 1, %(now)s::timestamptz + %(first_pause)s, '' FROM {plan.due}
-            ON CONFLICT ON CONSTRAINT episode_once_per_user_week DO UPDATE
-            SET attempts = asked.attempts + 1,
-                next_ask_at = %(now)s::timestamptz
-                    + LEAST(%(first_pause)s * POWER(2, asked.attempts), %(longest_pause)s)
-            -- Under the row's lock: a second planner that read the same week waits, then asks nothing.
-            WHERE asked.done_at IS NULL AND asked.next_ask_at <= %(now)s
-            RETURNING user_id, week_key""",  # noqa: S608 - built from this module's constants, never from input
+            text(statement),
             plan.parameters | {"first_pause": EPISODE_FIRST_PAUSE, "longest_pause": EPISODE_LONGEST_PAUSE},
         )
         asked = cursor.fetchall()
@@ -267,23 +240,16 @@ def emails_hand_out(*, email_ids: list[int]) -> int:
     return len(email_ids)
 
 
-_PLANNED_COLUMNS = (
-    "user_id, kind, period_key, status, send_after, attempts, error, embedding_model, provider_message_id, "
-    "created_at, updated_at"
-)
-
-
-_PLANNED_VALUES = "%(queued)s, %(lease)s, 0, '', '', '', %(now)s, %(now)s"
-
-
-def _planned_parameters(*, kind: str, now: datetime) -> dict[str, object]:
+def _insert_and_send(statement: sql.SQL, plan: Plan, *, kind: str, now: datetime) -> int:
+    """Insert the plan's set into the ledger with `statement` (one of the two below), and
+    hand what it inserted to workers once committed."""
+    composed = statement.format(
+        ctes=plan.ctes, emails=table(Email), columns=_PLANNED_COLUMNS, values=_PLANNED_VALUES, due=plan.due
+    )
     # Planned rows are sent at once: the lease keeps the dispatcher off them meanwhile.
-    return {"kind": kind, "queued": Status.QUEUED, "lease": lease_from(now), "now": now}
-
-
-def _insert_and_send(sql: str, parameters: dict[str, object]) -> int:
+    parameters = {"kind": kind, "queued": Status.QUEUED, "lease": lease_from(now), "now": now}
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(sql, parameters)
+        cursor.execute(text(composed), plan.parameters | parameters)
         planned = [row[0] for row in cursor.fetchall()]
         # Only the rows this statement created: a conflict (planned before) returns none.
         _send_on_commit(planned)
@@ -317,3 +283,68 @@ def lease_from(now: datetime) -> datetime:
     # A task still in the queue after a visibility timeout was lost (Redis would have
     # handed an unacknowledged one to another worker by then): only then is it resent.
     return now + timedelta(seconds=settings.CELERY_VISIBILITY_TIMEOUT_SECONDS)
+
+
+# The statements, put together from these constants and the models' table names only;
+# every value is a parameter.
+
+# What a planned email is inserted with besides its user, kind and period (and, for a
+# check-in, its memory): queued, leased, no attempt yet. The other columns take their
+# defaults in the database, or stay NULL until sending fills them in.
+_PLANNED_COLUMNS = sql.SQL(", ").join(
+    map(
+        sql.Identifier,
+        (
+            "user_id",
+            "kind",
+            "period_key",
+            "status",
+            "send_after",
+            "attempts",
+            "error",
+            "embedding_model",
+            "provider_message_id",
+            "created_at",
+            "updated_at",
+        ),
+    )
+)
+_PLANNED_VALUES = sql.SQL("%(queued)s, %(lease)s, 0, '', '', '', %(now)s, %(now)s")
+
+# The period is the memory: one check-in per intention, however often this runs.
+_CHECK_INS_INSERT = sql.SQL("""WITH {ctes}
+    INSERT INTO {emails} ({columns}, memory_id)
+    SELECT user_id, %(kind)s, 'memory-' || memory_id, {values}, memory_id FROM {due}
+    ON CONFLICT ON CONSTRAINT email_once_per_user_kind_period DO NOTHING
+    RETURNING id""")
+
+_NUDGES_INSERT = sql.SQL("""WITH {ctes}
+    INSERT INTO {emails} ({columns})
+    SELECT user_id, %(kind)s, period_key, {values} FROM {due}
+    ON CONFLICT ON CONSTRAINT email_once_per_user_kind_period DO NOTHING
+    RETURNING id""")
+
+_EPISODES_ASK = sql.SQL("""WITH {ctes}
+    INSERT INTO {requests} AS asked (user_id, week_key, created_at, attempts, next_ask_at, error)
+    SELECT user_id, week_key, %(now)s, 1, %(now)s::timestamptz + %(first_pause)s, '' FROM {due}
+    ON CONFLICT ON CONSTRAINT episode_once_per_user_week DO UPDATE
+    SET attempts = asked.attempts + 1,
+        next_ask_at = %(now)s::timestamptz + LEAST(%(first_pause)s * POWER(2, asked.attempts), %(longest_pause)s)
+    -- Under the row's lock: a second planner that read the same week waits, then asks nothing.
+    WHERE asked.done_at IS NULL AND asked.next_ask_at <= %(now)s
+    RETURNING user_id, week_key""")
+
+
+@cache
+def _dispatch_sql() -> str:
+    return text(
+        sql.SQL("""UPDATE {emails} SET send_after = %(lease)s
+        WHERE id IN (
+            SELECT id FROM {emails}
+            WHERE status = %(queued)s AND send_after <= %(now)s
+            ORDER BY send_after
+            LIMIT %(batch)s
+            FOR UPDATE SKIP LOCKED
+        )
+        RETURNING id""").format(emails=table(Email))
+    )
