@@ -5,11 +5,17 @@ key (user, kind, period) turns a repeated tick into a no-op), and only the new r
 handed to workers, once the insert is committed. A session's recap and a week's episode
 are planned from facts the chat leaves behind (a session summarised), never called for by
 the chat.
+
+The tasks that do the work (emails/tasks.py) call these services; these never import the
+tasks. They publish them through the `Workers` that emails/apps.py hands in when the app
+starts.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from functools import cache
 from typing import TYPE_CHECKING
@@ -62,6 +68,31 @@ EPISODE_LONGEST_PAUSE = timedelta(hours=12)
 EPISODE_WRITE_LEASE = timedelta(minutes=15)
 Status = Email.Status
 Kind = Email.Kind
+
+
+@dataclass(frozen=True)
+class Workers:
+    """How planning has workers do what it planned: each function publishes one task
+    (emails/tasks.py defines them; emails/apps.py hands them in as the app starts)."""
+
+    send_email: Callable[[int], object]
+    hand_out_emails: Callable[[list[int]], object]
+    write_weekly_episode: Callable[[int, str], object]
+
+
+_workers: Workers | None = None
+
+
+def workers_set(workers: Workers | None) -> None:
+    """Tell planning how to publish its tasks (None: it cannot, and fails if it must)."""
+    global _workers
+    _workers = workers
+
+
+def _workers_handed_in() -> Workers:
+    if _workers is None:
+        raise RuntimeError("emails.planning has no workers to hand work to: the emails app is not ready")
+    return _workers
 
 
 def sending_window() -> SendingWindow:
@@ -163,8 +194,6 @@ def weekly_episodes_plan(*, now: datetime | None = None) -> int:
     yet written and not too old (emails/selectors.py says which). Each ask moves the week's
     next ask a growing pause on, so a write that failed or a task that was lost is asked
     for again at a later tick, and two planners never ask at once. Returns how many."""
-    from emails.tasks import write_weekly_episode
-
     now = now or timezone.now()
     plan = episode_plan(now=now, due_for=timedelta(days=settings.WEEKLY_EPISODE_DUE_DAYS))
     statement = _EPISODES_ASK.format(ctes=plan.ctes, requests=table(WeeklyEpisodeRequest), due=plan.due)
@@ -174,8 +203,14 @@ def weekly_episodes_plan(*, now: datetime | None = None) -> int:
             plan.parameters | {"first_pause": EPISODE_FIRST_PAUSE, "longest_pause": EPISODE_LONGEST_PAUSE},
         )
         asked = cursor.fetchall()
-        transaction.on_commit(lambda: [write_weekly_episode.delay(user_id, week_key) for user_id, week_key in asked])
+        transaction.on_commit(lambda: _ask_workers_to_write(asked))
     return len(asked)
+
+
+def _ask_workers_to_write(weeks: list[tuple[int, str]]) -> None:
+    write = _workers_handed_in().write_weekly_episode
+    for user_id, week_key in weeks:
+        write(user_id, week_key)
 
 
 def weekly_episode_write(*, user_id: int, week_key: str, now: datetime | None = None) -> Memory | None:
@@ -233,10 +268,9 @@ def _sessions_of_week(user: User, week_key: str) -> list[SessionOfWeek]:
 
 def emails_hand_out(*, email_ids: list[int]) -> int:
     """One send task per email of a planned batch (see _hand_to_workers)."""
-    from emails.tasks import send_email
-
+    send = _workers_handed_in().send_email
     for email_id in email_ids:
-        send_email.delay(email_id)
+        send(email_id)
     return len(email_ids)
 
 
@@ -269,14 +303,13 @@ def _hand_to_workers(email_ids: list[int]) -> None:
     Publishing a task to Redis costs about half a millisecond, so a plan of 30,000 emails
     published one by one would hold its tick for 15 seconds; in batches, the work is
     shared by every worker there is, in parallel."""
-    from emails.tasks import hand_out_emails, send_email
-
+    workers = _workers_handed_in()
     if len(email_ids) <= HAND_OUT_BATCH:
         for email_id in email_ids:
-            send_email.delay(email_id)
+            workers.send_email(email_id)
         return
     for start in range(0, len(email_ids), HAND_OUT_BATCH):
-        hand_out_emails.delay(email_ids[start : start + HAND_OUT_BATCH])
+        workers.hand_out_emails(email_ids[start : start + HAND_OUT_BATCH])
 
 
 def lease_from(now: datetime) -> datetime:
