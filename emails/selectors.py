@@ -176,7 +176,8 @@ class Plan:
         )
         with connection.cursor() as cursor:
             cursor.execute(text(statement), self.parameters)
-            return cursor.fetchall()
+            rows: list[tuple[Any, ...]] = cursor.fetchall()
+        return rows
 
 
 # The statements below are put together from these constants and the models' table names
