@@ -1,8 +1,10 @@
 """The scheduler's jobs (planned by beat: see CELERY_BEAT_SCHEDULE) and the send task.
 
-Each task takes ids and calls one service. Nothing waits on a countdown or ETA longer
-than Redis's visibility timeout (past it, Redis would hand the task to a second worker):
-an email that must wait is a row with a due time, which dispatch_due_emails picks up.
+Each task takes ids, if any, and calls one service. No service imports this module:
+planning publishes the tasks it needs through WORKERS (below), which emails/apps.py
+hands it. Nothing waits on a countdown or ETA longer than Redis's visibility timeout
+(past it, Redis would hand the task to a second worker): an email that must wait is a
+row with a due time, which dispatch_due_emails picks up.
 """
 
 from __future__ import annotations
