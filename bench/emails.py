@@ -107,10 +107,10 @@ def seed_people(first: int, count: int, *, now: datetime) -> int:
         cursor.execute("SELECT id FROM coach_chatsession WHERE user_id = ANY(%s) ORDER BY id", [ids])
         sessions = [row[0] for row in cursor.fetchall()]
         with cursor.copy(
-            "COPY coach_message (session_id, role, content, status, error, created_at) FROM STDIN"
+            "COPY coach_message (session_id, role, content, status, error, claimed_by, created_at) FROM STDIN"
         ) as copy:
             for session_id in sessions:
-                copy.write_row([session_id, "user", hello, "answered", "", now])
+                copy.write_row([session_id, "user", hello, "answered", "", "", now])
         with cursor.copy(
             "COPY emails_email (user_id, kind, period_key, status, send_after, attempts, error, embedding_model, "
             "provider_message_id, created_at, updated_at, sent_at) FROM STDIN"

@@ -1,15 +1,23 @@
 """Planning the communication tier: who is due which email now, written into the ledger.
 
-Planning inserts ledger rows for everyone due at once (one statement; the unique key
-(user, kind, period) turns a repeated tick into a no-op) and hands only the new rows to
-workers once the insert is committed. A session's recap and a week's episode are planned
-from facts the chat leaves behind (a session summarised), never called for by the chat.
+Nudges and check-ins are planned for everyone due at once (one statement each; the unique
+key (user, kind, period) turns a repeated tick into a no-op), and only the new rows are
+handed to workers, once the insert is committed. A session's recap and a week's episode
+are planned from facts the chat leaves behind (a session summarised), never called for by
+the chat.
+
+The tasks that do the work (emails/tasks.py) call these services; these never import the
+tasks. They publish them through the `Workers` that emails/apps.py hands in when the app
+starts.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
+from functools import cache
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
@@ -18,6 +26,7 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
+from psycopg import sql
 
 from coach.models import ChatSession
 from coach.selectors import summarised_sessions_between
@@ -25,6 +34,7 @@ from emails.claims import claims_release_for_node, claims_release_stale
 from emails.models import Email, WeeklyEpisodeRequest
 from emails.schedule import SendingWindow, next_sending_time
 from emails.selectors import (
+    Plan,
     check_in_plan,
     email_preference_for_user,
     episode_plan,
@@ -32,6 +42,7 @@ from emails.selectors import (
     recaps_wanted,
 )
 from infra.llm import LLMError
+from infra.rows import table, text
 from memory.drafts import MemoryWriteError
 from memory.episodes import SessionOfWeek, weekly_episode_save, weekly_episode_text
 from memory.models import Memory
@@ -59,6 +70,31 @@ Status = Email.Status
 Kind = Email.Kind
 
 
+@dataclass(frozen=True)
+class Workers:
+    """How planning has workers do what it planned: each function publishes one task
+    (emails/tasks.py defines them; emails/apps.py hands them in as the app starts)."""
+
+    send_email: Callable[[int], object]
+    hand_out_emails: Callable[[list[int]], object]
+    write_weekly_episode: Callable[[int, str], object]
+
+
+_workers: Workers | None = None
+
+
+def workers_set(workers: Workers | None) -> None:
+    """Tell planning how to publish its tasks (None: it cannot, and fails if it must)."""
+    global _workers
+    _workers = workers
+
+
+def _workers_handed_in() -> Workers:
+    if _workers is None:
+        raise RuntimeError("emails.planning has no workers to hand work to: the emails app is not ready")
+    return _workers
+
+
 def sending_window() -> SendingWindow:
     return SendingWindow(settings.EMAIL_SENDING_WINDOW_START, settings.EMAIL_SENDING_WINDOW_END)
 
@@ -68,15 +104,7 @@ def check_ins_plan(*, now: datetime | None = None) -> int:
     (one a person at most, the soonest), and send them. Returns how many were planned."""
     now = now or timezone.now()
     plan = check_in_plan(now=now, window=sending_window(), lead=timedelta(days=settings.MEMORY_PROSPECTIVE_LEAD_DAYS))
-    # The period is the memory: one check-in per intention, however often this runs.
-    return _insert_and_send(
-        f"""WITH {plan.ctes}
-        INSERT INTO emails_email ({_PLANNED_COLUMNS}, memory_id)
-        SELECT user_id, %(kind)s, 'memory-' || memory_id, {_PLANNED_VALUES}, memory_id FROM {plan.due}
-        ON CONFLICT ON CONSTRAINT email_once_per_user_kind_period DO NOTHING
-        RETURNING id""",  # noqa: S608 - built from this module's constants, never from input
-        plan.parameters | _planned_parameters(kind=Kind.CHECK_IN, now=now),
-    )
+    return _insert_and_send(_CHECK_INS_INSERT, plan, kind=Kind.CHECK_IN, now=now)
 
 
 def nudges_plan(*, now: datetime | None = None) -> int:
@@ -84,14 +112,7 @@ def nudges_plan(*, now: datetime | None = None) -> int:
     of queries, and send them. Returns how many were planned."""
     now = now or timezone.now()
     plan = nudge_plan(now=now, window=sending_window())
-    return _insert_and_send(
-        f"""WITH {plan.ctes}
-        INSERT INTO emails_email ({_PLANNED_COLUMNS})
-        SELECT user_id, %(kind)s, period_key, {_PLANNED_VALUES} FROM {plan.due}
-        ON CONFLICT ON CONSTRAINT email_once_per_user_kind_period DO NOTHING
-        RETURNING id""",  # noqa: S608 - built from this module's constants, never from input
-        plan.parameters | _planned_parameters(kind=Kind.NUDGE, now=now),
-    )
+    return _insert_and_send(_NUDGES_INSERT, plan, kind=Kind.NUDGE, now=now)
 
 
 def session_recap_plan(*, session_id: int, now: datetime | None = None) -> Email | None:
@@ -151,15 +172,7 @@ def emails_dispatch_due(*, now: datetime | None = None) -> int:
             # tick) leaves it alone while its task waits in the queue; SKIP LOCKED lets
             # two dispatchers split the work instead of queueing behind each other.
             cursor.execute(
-                """UPDATE emails_email SET send_after = %(lease)s
-                WHERE id IN (
-                    SELECT id FROM emails_email
-                    WHERE status = %(queued)s AND send_after <= %(now)s
-                    ORDER BY send_after
-                    LIMIT %(batch)s
-                    FOR UPDATE SKIP LOCKED
-                )
-                RETURNING id""",
+                _dispatch_sql(),
                 {"lease": lease_from(now), "queued": Status.QUEUED, "now": now, "batch": DISPATCH_BATCH},
             )
             due = [row[0] for row in cursor.fetchall()]
@@ -181,28 +194,23 @@ def weekly_episodes_plan(*, now: datetime | None = None) -> int:
     yet written and not too old (emails/selectors.py says which). Each ask moves the week's
     next ask a growing pause on, so a write that failed or a task that was lost is asked
     for again at a later tick, and two planners never ask at once. Returns how many."""
-    from emails.tasks import write_weekly_episode
-
     now = now or timezone.now()
     plan = episode_plan(now=now, due_for=timedelta(days=settings.WEEKLY_EPISODE_DUE_DAYS))
+    statement = _EPISODES_ASK.format(ctes=plan.ctes, requests=table(WeeklyEpisodeRequest), due=plan.due)
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
-            f"""WITH {plan.ctes}
-            INSERT INTO emails_weeklyepisoderequest AS asked
-                (user_id, week_key, created_at, attempts, next_ask_at, error)
-            SELECT user_id, week_key, %(now)s, 1, %(now)s::timestamptz + %(first_pause)s, '' FROM {plan.due}
-            ON CONFLICT ON CONSTRAINT episode_once_per_user_week DO UPDATE
-            SET attempts = asked.attempts + 1,
-                next_ask_at = %(now)s::timestamptz
-                    + LEAST(%(first_pause)s * POWER(2, asked.attempts), %(longest_pause)s)
-            -- Under the row's lock: a second planner that read the same week waits, then asks nothing.
-            WHERE asked.done_at IS NULL AND asked.next_ask_at <= %(now)s
-            RETURNING user_id, week_key""",  # noqa: S608 - built from this module's constants, never from input
+            text(statement),
             plan.parameters | {"first_pause": EPISODE_FIRST_PAUSE, "longest_pause": EPISODE_LONGEST_PAUSE},
         )
         asked = cursor.fetchall()
-        transaction.on_commit(lambda: [write_weekly_episode.delay(user_id, week_key) for user_id, week_key in asked])
+        transaction.on_commit(lambda: _ask_workers_to_write(asked))
     return len(asked)
+
+
+def _ask_workers_to_write(weeks: list[tuple[int, str]]) -> None:
+    write = _workers_handed_in().write_weekly_episode
+    for user_id, week_key in weeks:
+        write(user_id, week_key)
 
 
 def weekly_episode_write(*, user_id: int, week_key: str, now: datetime | None = None) -> Memory | None:
@@ -260,30 +268,22 @@ def _sessions_of_week(user: User, week_key: str) -> list[SessionOfWeek]:
 
 def emails_hand_out(*, email_ids: list[int]) -> int:
     """One send task per email of a planned batch (see _hand_to_workers)."""
-    from emails.tasks import send_email
-
+    send = _workers_handed_in().send_email
     for email_id in email_ids:
-        send_email.delay(email_id)
+        send(email_id)
     return len(email_ids)
 
 
-_PLANNED_COLUMNS = (
-    "user_id, kind, period_key, status, send_after, attempts, error, embedding_model, provider_message_id, "
-    "created_at, updated_at"
-)
-
-
-_PLANNED_VALUES = "%(queued)s, %(lease)s, 0, '', '', '', %(now)s, %(now)s"
-
-
-def _planned_parameters(*, kind: str, now: datetime) -> dict[str, object]:
+def _insert_and_send(statement: sql.SQL, plan: Plan, *, kind: str, now: datetime) -> int:
+    """Insert the plan's set into the ledger with `statement` (one of the two below), and
+    hand what it inserted to workers once committed."""
+    composed = statement.format(
+        ctes=plan.ctes, emails=table(Email), columns=_PLANNED_COLUMNS, values=_PLANNED_VALUES, due=plan.due
+    )
     # Planned rows are sent at once: the lease keeps the dispatcher off them meanwhile.
-    return {"kind": kind, "queued": Status.QUEUED, "lease": lease_from(now), "now": now}
-
-
-def _insert_and_send(sql: str, parameters: dict[str, object]) -> int:
+    parameters = {"kind": kind, "queued": Status.QUEUED, "lease": lease_from(now), "now": now}
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(sql, parameters)
+        cursor.execute(text(composed), plan.parameters | parameters)
         planned = [row[0] for row in cursor.fetchall()]
         # Only the rows this statement created: a conflict (planned before) returns none.
         _send_on_commit(planned)
@@ -300,20 +300,86 @@ def _hand_to_workers(email_ids: list[int]) -> None:
     """Publish the emails' send tasks: up to HAND_OUT_BATCH one task each; beyond, one task
     per batch, which a worker fans out into one send task per email.
 
-    Publishing a task to Redis costs about half a millisecond, so a plan of 30,000 emails
-    published one by one would hold its tick for 15 seconds; in batches, the work is
-    shared by every worker there is, in parallel."""
-    from emails.tasks import hand_out_emails, send_email
-
+    Publishing a task to Redis costs a few milliseconds on a small machine (bench/emails.py:
+    33,340 send tasks in 78-85 s on 2 cores), so a plan of 30,000 emails published one by
+    one would hold its tick for over a minute; in batches, the tick publishes 60 and the
+    rest is shared by every worker there is, in parallel."""
+    workers = _workers_handed_in()
     if len(email_ids) <= HAND_OUT_BATCH:
         for email_id in email_ids:
-            send_email.delay(email_id)
+            workers.send_email(email_id)
         return
     for start in range(0, len(email_ids), HAND_OUT_BATCH):
-        hand_out_emails.delay(email_ids[start : start + HAND_OUT_BATCH])
+        workers.hand_out_emails(email_ids[start : start + HAND_OUT_BATCH])
 
 
 def lease_from(now: datetime) -> datetime:
     # A task still in the queue after a visibility timeout was lost (Redis would have
     # handed an unacknowledged one to another worker by then): only then is it resent.
     return now + timedelta(seconds=settings.CELERY_VISIBILITY_TIMEOUT_SECONDS)
+
+
+# The statements, put together from these constants and the models' table names only.
+# Every value the models define, and every instant and pause, is a parameter; only a new
+# row's starting values (0, 1, '') and the check-in period's prefix are written in.
+
+# The columns a planned email is inserted with (a check-in adds its memory's), and its
+# values after its user, kind and period: queued, leased, no attempt yet. The other
+# columns take their defaults in the database, or stay NULL until sending fills them in.
+_PLANNED_COLUMNS = sql.SQL(", ").join(
+    map(
+        sql.Identifier,
+        (
+            "user_id",
+            "kind",
+            "period_key",
+            "status",
+            "send_after",
+            "attempts",
+            "error",
+            "embedding_model",
+            "provider_message_id",
+            "created_at",
+            "updated_at",
+        ),
+    )
+)
+_PLANNED_VALUES = sql.SQL("%(queued)s, %(lease)s, 0, '', '', '', %(now)s, %(now)s")
+
+# The period is the memory: one check-in per intention, however often this runs.
+_CHECK_INS_INSERT = sql.SQL("""WITH {ctes}
+    INSERT INTO {emails} ({columns}, memory_id)
+    SELECT user_id, %(kind)s, 'memory-' || memory_id, {values}, memory_id FROM {due}
+    ON CONFLICT ON CONSTRAINT email_once_per_user_kind_period DO NOTHING
+    RETURNING id""")
+
+_NUDGES_INSERT = sql.SQL("""WITH {ctes}
+    INSERT INTO {emails} ({columns})
+    SELECT user_id, %(kind)s, period_key, {values} FROM {due}
+    ON CONFLICT ON CONSTRAINT email_once_per_user_kind_period DO NOTHING
+    RETURNING id""")
+
+_EPISODES_ASK = sql.SQL("""WITH {ctes}
+    INSERT INTO {requests} AS asked (user_id, week_key, created_at, attempts, next_ask_at, error)
+    SELECT user_id, week_key, %(now)s, 1, %(now)s::timestamptz + %(first_pause)s, '' FROM {due}
+    ON CONFLICT ON CONSTRAINT episode_once_per_user_week DO UPDATE
+    SET attempts = asked.attempts + 1,
+        next_ask_at = %(now)s::timestamptz + LEAST(%(first_pause)s * POWER(2, asked.attempts), %(longest_pause)s)
+    -- Under the row's lock: a second planner that read the same week waits, then asks nothing.
+    WHERE asked.done_at IS NULL AND asked.next_ask_at <= %(now)s
+    RETURNING user_id, week_key""")
+
+
+@cache
+def _dispatch_sql() -> str:
+    return text(
+        sql.SQL("""UPDATE {emails} SET send_after = %(lease)s
+        WHERE id IN (
+            SELECT id FROM {emails}
+            WHERE status = %(queued)s AND send_after <= %(now)s
+            ORDER BY send_after
+            LIMIT %(batch)s
+            FOR UPDATE SKIP LOCKED
+        )
+        RETURNING id""").format(emails=table(Email))
+    )

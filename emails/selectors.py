@@ -11,15 +11,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.models import Exists, OuterRef, QuerySet
 from pgvector.django import CosineDistance
+from psycopg import sql
 
 from coach.models import ChatSession, Message
-from emails.models import WENT_OUT, Email, EmailPreference
+from emails.models import WENT_OUT, Email, EmailPreference, WeeklyEpisodeRequest
 from emails.schedule import (
     CHECK_IN_MIN_GAP,
     EPISODE_LOCAL_HOUR,
@@ -30,8 +33,9 @@ from emails.schedule import (
     next_nudge_time,
 )
 from emails.statements import emails_sent_lately
+from infra.rows import table, text
 from memory.context import SentEmail
-from memory.models import ProspectiveStatus, Tier
+from memory.models import Memory, ProspectiveStatus, Tier
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -161,21 +165,31 @@ class Plan:
     """Common table expressions that end in one named set of people due something, with
     their parameters: a selector reads the set, a service inserts it into the ledger."""
 
-    ctes: str
-    due: str
+    ctes: sql.Composable
+    due: sql.Identifier
     parameters: dict[str, Any]
 
-    def select(self, columns: str) -> list[tuple[Any, ...]]:
+    def select(self, *names: str) -> list[tuple[Any, ...]]:
+        """The named columns of the set, for every row of it."""
+        statement = sql.SQL("WITH {ctes} SELECT {names} FROM {due}").format(
+            ctes=self.ctes, names=sql.SQL(", ").join(map(sql.Identifier, names)), due=self.due
+        )
         with connection.cursor() as cursor:
-            cursor.execute(f"WITH {self.ctes} SELECT {columns} FROM {self.due}", self.parameters)  # noqa: S608
-            return cursor.fetchall()
+            cursor.execute(text(statement), self.parameters)
+            rows: list[tuple[Any, ...]] = cursor.fetchall()
+        return rows
 
+
+# The statements below are put together from these constants and the models' table names
+# only. Every value the app's models define (kinds, roles, tiers, statuses, the preference
+# defaults) and every number of the rule is a parameter; only date formats and the
+# period keys' own prefixes and suffixes ('IYYY-IW', 'week-', '-1') are written in.
 
 # Each active person with their preferences (the model's defaults where they saved none)
 # and their wall clock now. A zone PostgreSQL does not know leaves the clock NULL, so
 # every comparison with it is false: nobody is emailed at a local time we cannot tell.
 # Likewise a frequency never chosen stays NULL: nobody is emailed before they chose.
-_PEOPLE = """people AS (
+_PEOPLE = sql.SQL("""people AS (
     SELECT u.id AS user_id,
            p.frequency,
            COALESCE(p.quiet_start, %(default_quiet_start)s::time) AS quiet_start,
@@ -183,17 +197,17 @@ _PEOPLE = """people AS (
            p.unsubscribed_at,
            zone.name AS time_zone,
            CASE WHEN zone.name IS NOT NULL THEN %(now)s::timestamptz AT TIME ZONE zone.name END AS local_now
-    FROM accounts_user u
-    LEFT JOIN emails_emailpreference p ON p.user_id = u.id
+    FROM {users} u
+    LEFT JOIN {preferences} p ON p.user_id = u.id
     LEFT JOIN pg_timezone_names zone ON zone.name = u.time_zone
     -- With memory off the coach sends nothing drawn on memory: no nudge, no check-in,
     -- no weekly episode.
     WHERE u.is_active AND u.memory_enabled
-)"""
+)""")
 
 # emails/schedule.py's may_email_at: inside the sending window, outside quiet hours
 # [start, end), which cross midnight when start > end; equal ends mean none.
-_MAY_EMAIL_NOW = """EXTRACT(HOUR FROM people.local_now) >= %(window_start)s
+_MAY_EMAIL_NOW = sql.SQL("""EXTRACT(HOUR FROM people.local_now) >= %(window_start)s
     AND EXTRACT(HOUR FROM people.local_now) < %(window_end)s
     AND NOT CASE
         WHEN people.quiet_start < people.quiet_end
@@ -201,26 +215,21 @@ _MAY_EMAIL_NOW = """EXTRACT(HOUR FROM people.local_now) >= %(window_start)s
         WHEN people.quiet_start > people.quiet_end
             THEN people.local_now::time >= people.quiet_start OR people.local_now::time < people.quiet_end
         ELSE false
-    END"""
+    END""")
 
-# No nudge or check-in planned for the person within the gap, whatever became of it.
-_NO_UNPROMPTED_EMAIL_WITHIN = """NOT EXISTS (
-        SELECT 1 FROM emails_email earlier
+# No nudge or check-in planned for the person within the {gap}, whatever became of it.
+_NO_UNPROMPTED_EMAIL_WITHIN = sql.SQL("""NOT EXISTS (
+        SELECT 1 FROM {emails} earlier
         WHERE earlier.user_id = people.user_id
           AND earlier.kind = ANY(%(unprompted_kinds)s)
           AND earlier.created_at > %(now)s::timestamptz - ({gap})
-    )"""
+    )""")
 
-_NUDGE_GAP = (
+_NUDGE_GAP = sql.SQL(
     "CASE people.frequency WHEN %(weekly)s THEN %(weekly_gap)s WHEN %(twice_weekly)s THEN %(twice_weekly_gap)s END"
 )
 
-# The statements below are put together from this module's own constants only. Every
-# value the app's models define (kinds, roles, tiers, statuses, the preference defaults)
-# and every number of the rule is a parameter; only date formats and key prefixes
-# ('week-', 'IYYY-IW') are written in.
-
-_DUE_NUDGES = f"""due_nudges AS (
+_DUE_NUDGES = sql.SQL("""due_nudges AS (
     SELECT people.user_id,
            TO_CHAR(people.local_now, 'IYYY-"W"IW')
            || CASE WHEN people.frequency = %(twice_weekly)s
@@ -229,18 +238,18 @@ _DUE_NUDGES = f"""due_nudges AS (
     FROM people
     WHERE people.frequency IN (%(weekly)s, %(twice_weekly)s)
       AND people.unsubscribed_at IS NULL
-      AND {_MAY_EMAIL_NOW}
-      AND {_NO_UNPROMPTED_EMAIL_WITHIN.format(gap=_NUDGE_GAP)}
+      AND {may_email_now}
+      AND {no_unprompted_email_within}
       AND EXISTS (
-          SELECT 1 FROM coach_chatsession session
-          JOIN coach_message message ON message.session_id = session.id
+          SELECT 1 FROM {sessions} session
+          JOIN {messages} message ON message.session_id = session.id
           WHERE session.user_id = people.user_id AND session.remembered AND message.role = %(user_role)s
       )
-)"""  # noqa: S608
+)""")
 
-_DUE_CHECK_INS = f"""due_check_ins AS (
+_DUE_CHECK_INS = sql.SQL("""due_check_ins AS (
     SELECT DISTINCT ON (memory.user_id) memory.user_id, memory.id AS memory_id
-    FROM memory_memory memory
+    FROM {memories} memory
     JOIN people ON people.user_id = memory.user_id
     WHERE memory.tier = %(prospective)s
       AND memory.status = %(open)s
@@ -249,23 +258,23 @@ _DUE_CHECK_INS = f"""due_check_ins AS (
       AND people.frequency IS NOT NULL
       AND people.frequency <> %(off)s
       AND people.unsubscribed_at IS NULL
-      AND {_MAY_EMAIL_NOW}
-      AND {_NO_UNPROMPTED_EMAIL_WITHIN.format(gap="%(check_in_gap)s")}
+      AND {may_email_now}
+      AND {no_unprompted_email_within}
       -- One check-in per intention, ever: one that was planned and failed does not
       -- stand in the way of the next.
       AND NOT EXISTS (
-          SELECT 1 FROM emails_email asked
+          SELECT 1 FROM {emails} asked
           WHERE asked.memory_id = memory.id AND asked.kind = %(check_in)s
       )
     ORDER BY memory.user_id, memory.due_at, memory.id
-)"""  # noqa: S608
+)""")
 
 # Each person's weeks whose Sunday evening (EPISODE_LOCAL_WEEKDAY, from EPISODE_LOCAL_HOUR,
 # their clock) has come within the last %(episode_due_for)s, newest first: `ready` is how
 # far into its week that evening falls, so the newest such week began at the start of the
 # week of (their now - ready). A week is due while it had a summarised session and is
 # neither done nor waiting out the pause after its last ask.
-_DUE_EPISODES = """due_episodes AS (
+_DUE_EPISODES = sql.SQL("""due_episodes AS (
     SELECT people.user_id, 'week-' || TO_CHAR(week.start, 'IYYY-IW') AS week_key
     FROM people
     CROSS JOIN LATERAL generate_series(
@@ -275,19 +284,53 @@ _DUE_EPISODES = """due_episodes AS (
     ) AS week(start)
     WHERE week.start + %(episode_ready)s + %(episode_due_for)s > people.local_now
       AND EXISTS (
-          SELECT 1 FROM coach_chatsession session
+          SELECT 1 FROM {sessions} session
           WHERE session.user_id = people.user_id
             AND session.summarised_at IS NOT NULL
             AND session.last_message_at >= week.start AT TIME ZONE people.time_zone
             AND session.last_message_at < (week.start + INTERVAL '7 days') AT TIME ZONE people.time_zone
       )
       AND NOT EXISTS (
-          SELECT 1 FROM emails_weeklyepisoderequest asked
+          SELECT 1 FROM {requests} asked
           WHERE asked.user_id = people.user_id
             AND asked.week_key = 'week-' || TO_CHAR(week.start, 'IYYY-IW')
             AND (asked.done_at IS NOT NULL OR asked.next_ask_at > %(now)s)
       )
-)"""
+)""")
+
+
+@dataclass(frozen=True)
+class _Expressions:
+    nudges: sql.Composed
+    check_ins: sql.Composed
+    episodes: sql.Composed
+
+
+@cache
+def _expressions() -> _Expressions:
+    """Each plan's expressions, composed once from the constants above and the models' tables."""
+    emails, sessions = table(Email), table(ChatSession)
+    people = _PEOPLE.format(users=table(get_user_model()), preferences=table(EmailPreference))
+    due_nudges = _DUE_NUDGES.format(
+        may_email_now=_MAY_EMAIL_NOW,
+        no_unprompted_email_within=_NO_UNPROMPTED_EMAIL_WITHIN.format(emails=emails, gap=_NUDGE_GAP),
+        sessions=sessions,
+        messages=table(Message),
+    )
+    due_check_ins = _DUE_CHECK_INS.format(
+        memories=table(Memory),
+        may_email_now=_MAY_EMAIL_NOW,
+        no_unprompted_email_within=_NO_UNPROMPTED_EMAIL_WITHIN.format(
+            emails=emails, gap=sql.Placeholder("check_in_gap")
+        ),
+        emails=emails,
+    )
+    due_episodes = _DUE_EPISODES.format(sessions=sessions, requests=table(WeeklyEpisodeRequest))
+    return _Expressions(
+        nudges=sql.SQL(", ").join([people, due_nudges]),
+        check_ins=sql.SQL(", ").join([people, due_check_ins]),
+        episodes=sql.SQL(", ").join([people, due_episodes]),
+    )
 
 
 def _parameters(now: datetime, window: SendingWindow | None = None, lead: timedelta | None = None) -> dict[str, Any]:
@@ -320,22 +363,23 @@ def _parameters(now: datetime, window: SendingWindow | None = None, lead: timede
 
 def nudge_plan(*, now: datetime, window: SendingWindow) -> Plan:
     """Everyone due a nudge at `now` (`due_nudges`: user_id, period_key)."""
-    return Plan(f"{_PEOPLE}, {_DUE_NUDGES}", "due_nudges", _parameters(now, window))
+    return Plan(_expressions().nudges, sql.Identifier("due_nudges"), _parameters(now, window))
 
 
 def check_in_plan(*, now: datetime, window: SendingWindow, lead: timedelta) -> Plan:
     """Everyone to be asked now about an intention coming up, its soonest one each
     (`due_check_ins`: user_id, memory_id)."""
-    return Plan(f"{_PEOPLE}, {_DUE_CHECK_INS}", "due_check_ins", _parameters(now, window, lead))
+    return Plan(_expressions().check_ins, sql.Identifier("due_check_ins"), _parameters(now, window, lead))
 
 
 def episode_plan(*, now: datetime, due_for: timedelta) -> Plan:
     """Every person's weeks due a weekly episode (`due_episodes`: user_id, week_key): their
     Sunday evening came within `due_for`, they had a summarised session, and the week is
     not done nor waiting for its next ask."""
-    return Plan(f"{_PEOPLE}, {_DUE_EPISODES}", "due_episodes", _parameters(now) | {"episode_due_for": due_for})
+    parameters = _parameters(now) | {"episode_due_for": due_for}
+    return Plan(_expressions().episodes, sql.Identifier("due_episodes"), parameters)
 
 
 def nudges_due(*, now: datetime, window: SendingWindow) -> list[DueNudge]:
-    rows = nudge_plan(now=now, window=window).select("user_id, period_key")
+    rows = nudge_plan(now=now, window=window).select("user_id", "period_key")
     return [DueNudge(user_id, period_key) for user_id, period_key in rows]

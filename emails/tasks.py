@@ -1,8 +1,10 @@
 """The scheduler's jobs (planned by beat: see CELERY_BEAT_SCHEDULE) and the send task.
 
-Each task takes ids and calls one service. Nothing waits on a countdown or ETA longer
-than Redis's visibility timeout (past it, Redis would hand the task to a second worker):
-an email that must wait is a row with a due time, which dispatch_due_emails picks up.
+Each task takes ids, if any, and calls one service. No service imports this module:
+planning publishes the tasks it needs through WORKERS (below), which emails/apps.py
+hands it. Nothing waits on a countdown or ETA longer than Redis's visibility timeout
+(past it, Redis would hand the task to a second worker): an email that must wait is a
+row with a due time, which dispatch_due_emails picks up.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from django.conf import settings
 
 from emails.outbox import mail_send_due
 from emails.planning import (
+    Workers,
     check_ins_plan,
     emails_dispatch_due,
     emails_hand_out,
@@ -120,3 +123,14 @@ def release_claims_of_the_last_run(sender: Consumer, **_: object) -> None:
     finally:
         # The worker's main process runs no tasks: it keeps no connection.
         release_connection()
+
+
+# How planning publishes these tasks (emails/apps.py hands it over): through each task's
+# own `delay`, which honours Celery's eager mode (publishing by name, `send_task`, would
+# not), looked up at each call, so a `delay` replaced after the app started (a benchmark
+# timing its publications) is the one used.
+WORKERS = Workers(
+    send_email=lambda email_id: send_email.delay(email_id),
+    hand_out_emails=lambda email_ids: hand_out_emails.delay(email_ids),
+    write_weekly_episode=lambda user_id, week_key: write_weekly_episode.delay(user_id, week_key),
+)

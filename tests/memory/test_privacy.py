@@ -26,11 +26,13 @@ from django.contrib.sessions.backends.base import SessionBase
 from django.db import connection
 from django.test import Client
 from django.utils import timezone
+from psycopg import sql
 
 from accounts.models import LoginSession, User
 from accounts.services import account_delete, memories_delete_all_by_person
 from coach.models import ChatSession, Message
 from emails.models import Email, EmailPreference, WeeklyEpisodeRequest
+from infra.rows import text
 from memory.models import Memory, MemoryEvent, MemoryProposal, key_digest
 from memory.proposals import proposal_make
 from memory.tools import ToolContext, run_tool
@@ -345,6 +347,14 @@ def rich_account(email: str) -> User:
     return person
 
 
+def count_where(table: str, column: str, condition: sql.SQL) -> str:
+    """`SELECT COUNT(*)` of the rows of `table` whose `column` meets `condition`, whose
+    value is a parameter."""
+    return text(
+        sql.SQL("SELECT COUNT(*) FROM {} WHERE {} {}").format(sql.Identifier(table), sql.Identifier(column), condition)
+    )
+
+
 def test_erasing_an_account_leaves_no_row_that_refers_to_the_person(db: None) -> None:
     person = rich_account("erase-me@example.com")
     other = rich_account("stays@example.com")
@@ -360,11 +370,11 @@ def test_erasing_an_account_leaves_no_row_that_refers_to_the_person(db: None) ->
             for column, relation in connection.introspection.get_relations(cursor, table).items():
                 if relation[1] == "accounts_user":
                     checked.add(table)
-                    cursor.execute(f'SELECT COUNT(*) FROM "{table}" WHERE "{column}" = %s', [person.pk])  # noqa: S608
+                    cursor.execute(count_where(table, column, sql.SQL("= %s")), [person.pk])
                     if cursor.fetchone()[0]:
                         referring.append(f"{table}.{column}")
         for table in ("django_session", "accounts_login_session"):
-            cursor.execute(f'SELECT session_data FROM "{table}"')  # noqa: S608
+            cursor.execute(text(sql.SQL("SELECT session_data FROM {}").format(sql.Identifier(table))))
             for (data,) in cursor.fetchall():
                 decoded = SessionBase().decode(data)
                 if str(decoded.get("_auth_user_id")) == str(person.pk):
@@ -376,7 +386,7 @@ def test_erasing_an_account_leaves_no_row_that_refers_to_the_person(db: None) ->
                 if column.type_code in (25, 1043)  # text, varchar: where an address could be written
             ]
             for column in columns:
-                cursor.execute(f'SELECT COUNT(*) FROM "{table}" WHERE "{column}" ILIKE %s', ["%erase-me@%"])  # noqa: S608
+                cursor.execute(count_where(table, column, sql.SQL("ILIKE %s")), ["%erase-me@%"])
                 if cursor.fetchone()[0]:
                     referring.append(f"{table}.{column} (their address)")
 

@@ -9,10 +9,13 @@ from typing import Any
 from django.apps import apps
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
+from django.db.models import Model
+from psycopg import sql
 
 from emails.models import OutgoingMail
 from emails.outbox import mail_digest
 from infra.encryption import DecryptionError, EncryptedTextField, reencrypt
+from infra.rows import table, text
 from memory.models import Memory, key_digest
 
 
@@ -20,7 +23,7 @@ class Command(BaseCommand):
     help = (
         "Re-encrypt stored text under the first key of FIELD_ENCRYPTION_KEYS, in batches. Put the new key first, "
         "keep the old ones after it, run this, then drop the old keys. It also recomputes the lookup digests of "
-        "memory keys, so run it at once after changing FIELD_LOOKUP_KEY."
+        "memory keys and of queued mail's addresses, so run it at once after changing FIELD_LOOKUP_KEY."
     )
 
     def add_arguments(self, parser: Any) -> None:
@@ -30,7 +33,7 @@ class Command(BaseCommand):
         for model in apps.get_models():
             columns = [f.column for f in model._meta.concrete_fields if isinstance(f, EncryptedTextField)]
             if columns:
-                count = self._rotate_table(model._meta.db_table, model._meta.pk.column, columns, batch_size)
+                count = self._rotate_table(model, columns, batch_size)
                 self.stdout.write(f"{model._meta.label}: {count} rows re-encrypted")
         self.stdout.write(f"mfa.Authenticator: {self._rotate_second_factors()} secrets re-encrypted")
         self.stdout.write(f"memory.Memory: {self._redigest(batch_size)} key digests recomputed")
@@ -85,12 +88,8 @@ class Command(BaseCommand):
                         changed += 1
             last = batch[-1].pk
 
-    def _rotate_table(self, table: str, pk: str, columns: list[str], batch_size: int) -> int:
-        # Table and column names come from model metadata, quoted; values are parameters.
-        quote = connection.ops.quote_name
-        table, pk, names = quote(table), quote(pk), [quote(c) for c in columns]
-        select = f"SELECT {pk}, {', '.join(names)} FROM {table} WHERE {pk} > %s ORDER BY {pk} LIMIT %s FOR UPDATE"  # noqa: S608
-        update = f"UPDATE {table} SET {', '.join(f'{n} = %s' for n in names)} WHERE {pk} = %s"  # noqa: S608
+    def _rotate_table(self, model: type[Model], columns: list[str], batch_size: int) -> int:
+        select, update = _rotation_sql(model, columns)
         done, last = 0, None
         while True:
             # One short transaction a batch: rows are locked only while their batch turns over.
@@ -102,7 +101,23 @@ class Command(BaseCommand):
                 try:
                     values = [[None if v is None else reencrypt(v) for v in row[1:]] + [row[0]] for row in rows]
                 except DecryptionError as error:
-                    raise CommandError(f"{table}: {error}; is an old key missing from FIELD_ENCRYPTION_KEYS?") from None
+                    raise CommandError(
+                        f"{model._meta.db_table}: {error}; is an old key missing from FIELD_ENCRYPTION_KEYS?"
+                    ) from None
                 cursor.executemany(update, values)
             done += len(rows)
             last = rows[-1][0]
+
+
+def _rotation_sql(model: type[Model], columns: list[str]) -> tuple[str, str]:
+    """A batch's read, its rows locked, and the write of one row: the model's table and
+    primary key and the encrypted `columns` are quoted identifiers; values are parameters."""
+    rows, pk = table(model), sql.Identifier(model._meta.pk.column)
+    names = [sql.Identifier(column) for column in columns]
+    select = sql.SQL("SELECT {pk}, {names} FROM {rows} WHERE {pk} > %s ORDER BY {pk} LIMIT %s FOR UPDATE").format(
+        pk=pk, names=sql.SQL(", ").join(names), rows=rows
+    )
+    update = sql.SQL("UPDATE {rows} SET {assignments} WHERE {pk} = %s").format(
+        rows=rows, assignments=sql.SQL(", ").join(sql.SQL("{} = %s").format(name) for name in names), pk=pk
+    )
+    return text(select), text(update)
