@@ -196,11 +196,15 @@ class _Usage:
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.estimated = False
+        # What the provider said it read from its cache; None while it has said nothing.
+        self.cached_tokens: int | None = None
 
     def add(self, response: ModelResponse, sent: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> None:
         if response.usage is not None:
             self.prompt_tokens += response.usage.prompt_tokens
             self.completion_tokens += response.usage.completion_tokens
+            if response.usage.cached_tokens is not None:
+                self.cached_tokens = (self.cached_tokens or 0) + response.usage.cached_tokens
             return
         self.estimated = True
         # As sent on the wire, but with letters left as letters (escapes would inflate the count).
@@ -210,7 +214,12 @@ class _Usage:
         self.completion_tokens += estimate_tokens(answered)
 
     def tokens(self) -> ReplyTokens:
-        return ReplyTokens(prompt=self.prompt_tokens, completion=self.completion_tokens, estimated=self.estimated)
+        return ReplyTokens(
+            prompt=self.prompt_tokens,
+            completion=self.completion_tokens,
+            estimated=self.estimated,
+            cached=self.cached_tokens,
+        )
 
 
 async def _converse(

@@ -83,6 +83,8 @@ class ModelResponse:
 class Usage:
     prompt_tokens: int
     completion_tokens: int
+    # Of the prompt's tokens, those the provider read from its cache (None: it did not say).
+    cached_tokens: int | None = None
 
 
 async def stream_chat(
@@ -258,7 +260,19 @@ def _usage_in(chunk: object) -> Usage | None:
     prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
     if not isinstance(prompt, int) or not isinstance(completion, int):
         return None
-    return Usage(prompt_tokens=prompt, completion_tokens=completion)
+    return Usage(prompt_tokens=prompt, completion_tokens=completion, cached_tokens=_cached_in(chunk, usage))
+
+
+def _cached_in(chunk: dict[str, Any], usage: dict[str, Any]) -> int | None:
+    """The prompt tokens a server says it read from its cache: OpenAI's and vLLM's
+    `usage.prompt_tokens_details.cached_tokens`, llama.cpp's server's `timings.cache_n`."""
+    details = usage.get("prompt_tokens_details")
+    if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
+        return details["cached_tokens"]
+    timings = chunk.get("timings")
+    if isinstance(timings, dict) and isinstance(timings.get("cache_n"), int):
+        return timings["cache_n"]
+    return None
 
 
 class ModelCallInTransaction(RuntimeError):

@@ -23,6 +23,7 @@ from offline_coach import minilm, wire
 from offline_coach.bag_of_words import MODEL_NAME as BAG_OF_WORDS
 from offline_coach.bag_of_words import bag_of_words_embedding
 from offline_coach.brain import respond
+from offline_coach.prefix_cache import PrefixCache
 from offline_coach.prompt import system_text, text_of
 from offline_coach.reply import Reply, ToolCall
 from offline_coach.script import Answer, Drop, Failure, RawStream, RecordedRequest, Script, Scripted
@@ -70,6 +71,8 @@ class ModelServer:
         self.chunk_delay_seconds = chunk_delay_seconds
         self.today = today
         self._script = Script()
+        # What it answered lately, to say what a prefix-caching server would read from cache.
+        self.prefix_cache = PrefixCache()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -118,8 +121,9 @@ class ModelServer:
     # Scripting -----------------------------------------------------------------------
 
     def reset(self) -> None:
-        """Forget queued answers, embedding overrides and recorded requests."""
+        """Forget queued answers, embedding overrides, recorded requests and cached prefixes."""
         self._script.clear()
+        self.prefix_cache.forget()
 
     def queue_text(self, text: str, *, delay_seconds: float = 0.0, chunk_delay_seconds: float = 0.0) -> None:
         """The next chat completion answers `text`, after `delay_seconds`, streamed with `chunk_delay_seconds`."""
@@ -350,19 +354,21 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.write(b"0\r\n\r\n")
             case Answer(reply, delay_seconds, chunk_delay_seconds):
                 time.sleep(delay_seconds)
-                prompt_tokens = sum(wire.count_tokens(text_of(message)) for message in body["messages"])
+                sent = wire.request_tokens(body, text_of)
+                prompt_tokens, cached = len(sent), self.server.coach.prefix_cache.read(sent)
                 if stream:
                     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
                     self._stream(
                         reply,
                         model=model,
                         chunk_delay_seconds=chunk_delay_seconds,
-                        usage_tokens=prompt_tokens if include_usage else None,
+                        usage=(prompt_tokens, cached) if include_usage else None,
                     )
                 else:
-                    self._send_json(200, wire.completion(reply, model=model, prompt_tokens=prompt_tokens))
+                    completion = wire.completion(reply, model=model, prompt_tokens=prompt_tokens, cached_tokens=cached)
+                    self._send_json(200, completion)
 
-    def _stream(self, reply: Reply, *, model: str, chunk_delay_seconds: float, usage_tokens: int | None) -> None:
+    def _stream(self, reply: Reply, *, model: str, chunk_delay_seconds: float, usage: tuple[int, int] | None) -> None:
         writer = wire.ChunkWriter(model=model)
         chunks = [
             writer.opening(reply),
@@ -370,8 +376,9 @@ class _Handler(BaseHTTPRequestHandler):
             *writer.tool_calls(reply),
             writer.finish(reply),
         ]
-        if usage_tokens is not None:
-            chunks.append(writer.usage(reply, prompt_tokens=usage_tokens))
+        if usage is not None:
+            prompt_tokens, cached = usage
+            chunks.append(writer.usage(reply, prompt_tokens=prompt_tokens, cached_tokens=cached))
         self._start_event_stream()
         for index, chunk in enumerate(chunks):
             if index and chunk_delay_seconds:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import array
 import base64
+import json
 import re
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from offline_coach.reply import Reply
@@ -31,7 +32,7 @@ ERROR_TYPES = {
 }
 
 
-def completion(reply: Reply, *, model: str, prompt_tokens: int) -> dict[str, Any]:
+def completion(reply: Reply, *, model: str, prompt_tokens: int, cached_tokens: int = 0) -> dict[str, Any]:
     """A whole `chat.completion` object for a non-streamed request."""
     message: dict[str, Any] = {"role": "assistant", "content": reply.text, "refusal": None}
     if reply.tool_calls:
@@ -45,7 +46,7 @@ def completion(reply: Reply, *, model: str, prompt_tokens: int) -> dict[str, Any
         "created": int(time.time()),
         "model": model,
         "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": reply.finish_reason}],
-        "usage": usage(prompt_tokens, _reply_tokens(reply)),
+        "usage": usage(prompt_tokens, _reply_tokens(reply), cached_tokens),
     }
 
 
@@ -84,9 +85,9 @@ class ChunkWriter:
         """The last chunk of the choice: an empty delta and the finish reason."""
         return self._chunk({}, finish_reason=reply.finish_reason)
 
-    def usage(self, reply: Reply, *, prompt_tokens: int) -> dict[str, Any]:
+    def usage(self, reply: Reply, *, prompt_tokens: int, cached_tokens: int = 0) -> dict[str, Any]:
         """The usage chunk sent after the finish when `stream_options.include_usage` is set."""
-        return {**self._envelope(), "choices": [], "usage": usage(prompt_tokens, _reply_tokens(reply))}
+        return {**self._envelope(), "choices": [], "usage": usage(prompt_tokens, _reply_tokens(reply), cached_tokens)}
 
     def _chunk(self, delta: dict[str, Any], *, finish_reason: str | None = None) -> dict[str, Any]:
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
@@ -137,18 +138,31 @@ def error(status: int, message: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
 
-def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
-    """Token counts in the shape of a completion's `usage`."""
+def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> dict[str, Any]:
+    """Token counts in the shape of a completion's `usage`, the cached ones as OpenAI says."""
     return {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": cached_tokens},
     }
 
 
 def count_tokens(text: str) -> int:
     """A rough token count: words and punctuation marks."""
     return len(TOKEN.findall(text))
+
+
+def tokens(text: str) -> list[str]:
+    """The tokens count_tokens counts."""
+    return TOKEN.findall(text)
+
+
+def request_tokens(body: dict[str, Any], text_of: Callable[[dict[str, Any]], str]) -> list[str]:
+    """A chat request's prompt as a provider renders it: the tool schemas first, then each
+    message's text (`text_of`), so a prefix cache sees the tools as part of the prefix."""
+    schemas = tokens(json.dumps(body.get("tools") or [], sort_keys=True)) if body.get("tools") else []
+    return schemas + [token for message in body["messages"] for token in tokens(text_of(message))]
 
 
 def _reply_tokens(reply: Reply) -> int:

@@ -36,8 +36,10 @@ def answer(user: User, text: str, session=None) -> Message:
 
 
 def prompt_tokens_counted_by(body: dict) -> int:
-    """What the scripted server counts for a request (its own tokenizer: words and marks)."""
-    return sum(count_tokens(text_of(message)) for message in body["messages"])
+    """What the scripted server counts for a request (its own tokenizer: words and marks),
+    the tool schemas included, as a provider counts them."""
+    tools = count_tokens(json.dumps(body["tools"], sort_keys=True)) if body.get("tools") else 0
+    return tools + sum(count_tokens(text_of(message)) for message in body["messages"])
 
 
 def test_a_reply_stores_the_providers_tokens_summed_over_the_memory_round_and_the_words(

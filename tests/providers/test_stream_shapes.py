@@ -221,3 +221,39 @@ def test_an_unusable_embeddings_answer_is_a_clear_error(model_server: ModelServe
 
     with pytest.raises(LLMError, match=said):
         llm.embed(["Runs at 6am"])
+
+
+@pytest.mark.parametrize(
+    ("usage_chunk", "cached"),
+    [
+        # OpenAI, Azure and vLLM: in the usage's prompt_tokens_details.
+        (
+            chunk(
+                None,
+                usage={"prompt_tokens": 1204, "completion_tokens": 9, "prompt_tokens_details": {"cached_tokens": 1152}},
+            ),
+            1152,
+        ),
+        # llama.cpp's server: in the last chunk's timings, beside its usage.
+        (
+            chunk(
+                {},
+                "stop",
+                usage={"prompt_tokens": 808, "completion_tokens": 9},
+                timings={"cache_n": 800, "prompt_n": 8},
+            ),
+            800,
+        ),
+        # A server that says nothing of a cache.
+        (chunk(None, usage={"prompt_tokens": 812, "completion_tokens": 9}), None),
+    ],
+    ids=["openai", "llama.cpp", "no cache"],
+)
+def test_the_prompt_tokens_a_server_read_from_its_cache_are_kept_as_it_says(
+    model_server: ModelServer, usage_chunk: str, cached: int | None
+) -> None:
+    events = [chunk({"role": "assistant", "content": "Hello"}), chunk({}, "stop"), usage_chunk, "[DONE]"]
+
+    _, response = answer(model_server, events)
+
+    assert response.usage is not None and response.usage.cached_tokens == cached
