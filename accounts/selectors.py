@@ -47,6 +47,7 @@ from emails.selectors import (
 )
 from memory.context import assemble_memory_context
 from memory.models import Tier
+from memory.notes import kept_block_budget
 from memory.policy import EPISODE, forgetting_order, is_protected
 from memory.selectors import (
     memory_history_for_user,
@@ -131,9 +132,13 @@ def _page_of(queryset: QuerySet, page: int, size: int, make: Callable[[Any], Any
 
 
 def context_report_for_user(*, user: User, now: datetime) -> ContextReport:
-    """What the next chat turn would send of the person's memory (with the emails the chat
-    is handed too), and the form each memory took."""
-    context = assemble_memory_context(user=user, now=now, sent_emails=sent_emails_for_prompt(user))
+    """What the next conversation would be sent of the person's memory (with the emails the
+    chat is handed too), and the form each memory took: its block leaves room for the notes
+    of what changes while it goes on (coach/prompting.py)."""
+    budget = kept_block_budget(settings.MEMORY_CONTEXT_BUDGET_TOKENS)
+    context = assemble_memory_context(
+        user=user, now=now, sent_emails=sent_emails_for_prompt(user), budget_tokens=budget
+    )
     shown = [item.memory_id for item in context.items if item.memory_id is not None]
     memories = {m.pk: m for m in memory_list_for_user(user=user).filter(pk__in=shown)} if shown else {}
     return ContextReport(context=context, memories=memories)

@@ -21,12 +21,15 @@ class ChatSessionAdmin(SupportSearch, admin.ModelAdmin):
         "remembered",
         "message_count",
         "prompt_token_total",
+        "cached_token_total",
         "completion_token_total",
+        "prompt_builds",
     ]
     list_filter = [("ended_at", admin.EmptyFieldListFilter), "remembered"]
     search_fields = ["user__email"]
     list_select_related = ["user"]
-    fields = ["user", "remembered", "created_at", "updated_at", "ended_at"]
+    # How often its prompt was assembled and why last, never the prompt: it quotes memories.
+    fields = ["user", "remembered", "created_at", "updated_at", "ended_at", "prompt_builds", "prompt_built_because"]
     readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ChatSession]:
@@ -37,6 +40,7 @@ class ChatSessionAdmin(SupportSearch, admin.ModelAdmin):
             .annotate(
                 message_total=Count("messages"),
                 prompt_tokens=Sum("messages__prompt_tokens"),
+                cached_prompt_tokens=Sum("messages__cached_prompt_tokens"),
                 completion_tokens=Sum("messages__completion_tokens"),
             )
         )
@@ -48,6 +52,10 @@ class ChatSessionAdmin(SupportSearch, admin.ModelAdmin):
     @admin.display(description="prompt tokens", ordering="prompt_tokens")
     def prompt_token_total(self, session: ChatSession) -> int:
         return session.prompt_tokens or 0
+
+    @admin.display(description="of which cached", ordering="cached_prompt_tokens")
+    def cached_token_total(self, session: ChatSession) -> int:
+        return session.cached_prompt_tokens or 0
 
     @admin.display(description="completion tokens", ordering="completion_tokens")
     def completion_token_total(self, session: ChatSession) -> int:
@@ -65,6 +73,7 @@ class MessageAdmin(SupportSearch, admin.ModelAdmin):
         "status",
         "created_at",
         "prompt_tokens",
+        "cached_prompt_tokens",
         "completion_tokens",
         "tokens_estimated",
     ]
@@ -79,6 +88,7 @@ class MessageAdmin(SupportSearch, admin.ModelAdmin):
         "error",
         "created_at",
         "prompt_tokens",
+        "cached_prompt_tokens",
         "completion_tokens",
         "tokens_estimated",
     ]

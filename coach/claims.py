@@ -26,9 +26,10 @@ from django.utils import timezone
 from redis import RedisError
 
 from coach import streams
-from coach.conversation import HISTORY_MAX_MESSAGES, Conversation, conversation_for_turn
+from coach.conversation import HISTORY_MAX_MESSAGES, Conversation
 from coach.liveness import known_dead, this_process
 from coach.models import ChatSession, Message
+from coach.prompting import conversation_for_turn
 from coach.statements import message_claimed, messages_before, reply_add_if_held
 
 if TYPE_CHECKING:
@@ -84,6 +85,8 @@ class ReplyTokens:
     prompt: int
     completion: int
     estimated: bool
+    # Of the prompt's, those the provider read from its cache (None: it did not say).
+    cached: int | None = None
 
 
 def turn_claim(*, message_id: int, user_id: int, now: datetime) -> Attempt | None:
@@ -105,7 +108,10 @@ def turn_begin(*, user_id: int, message_id: int, now: datetime) -> BegunTurn | N
         message = message_claimed(message_id=message_id, user_id=user_id, token=token, now=now, by=this_process())
         if message is None:
             return None
-        earlier = messages_before(message=message, limit=HISTORY_MAX_MESSAGES)
+        # One more than the history holds: a history past its limit drops a step.
+        earlier = messages_before(
+            message=message, limit=HISTORY_MAX_MESSAGES + 1, from_id=message.session.history_from_id
+        )
         user = message.session.user
         conversation = conversation_for_turn(user=user, message=message, now=now, earlier=earlier[::-1])
     attempt = Attempt(message_id=message.pk, session_id=message.session_id, token=token)
@@ -280,6 +286,7 @@ def _reply(attempt: Attempt, *, text: str, status: str, now: datetime, tokens: R
         reply_to_id=attempt.message_id,
         created_at=now,
         prompt_tokens=tokens.prompt if tokens else None,
+        cached_prompt_tokens=tokens.cached if tokens else None,
         completion_tokens=tokens.completion if tokens else None,
         tokens_estimated=tokens.estimated if tokens else False,
     )

@@ -28,6 +28,26 @@ class ChatSession(models.Model):
     # nothing written to it; it is never summarised, so no recap, episode or email draws
     # on it. Chosen when it starts (and always so while the person has memory off).
     remembered = models.BooleanField(default=True, db_default=True)
+    # The system prompt this conversation's turns send, byte for byte, so each request begins
+    # with the one before (coach/prompting.py): kept until it must be assembled again, and
+    # encrypted, as it quotes memories. With it: its markers' nonce, when it was assembled,
+    # the person's day it says "Today" for, the newest memory event it reflects (what came
+    # after reaches the model as notes), what its memory block cost, whether it uses memory,
+    # when its next intention comes due, what it was assembled from, and how often and why.
+    prompt = EncryptedTextField(blank=True, default="")
+    prompt_nonce = models.CharField(max_length=32, blank=True, default="")
+    prompt_built_at = models.DateTimeField(null=True, blank=True)
+    prompt_day = models.DateField(null=True, blank=True)
+    prompt_event_id = models.BigIntegerField(null=True, blank=True)
+    prompt_memory_tokens = models.PositiveIntegerField(default=0)
+    prompt_remembers = models.BooleanField(default=False)
+    prompt_due_next_at = models.DateTimeField(null=True, blank=True)
+    prompt_version = models.CharField(max_length=64, blank=True, default="")
+    prompt_builds = models.PositiveIntegerField(default=0)
+    prompt_built_because = models.CharField(max_length=64, blank=True, default="")
+    # The history sent starts at this message: it moves on by a quarter of the history's
+    # budget at a time, so the prefix holds between the steps.
+    history_from_id = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
         indexes = [
@@ -92,6 +112,8 @@ class Message(models.Model):
     # tools' rounds included), so an operator sees what memory costs. Estimated when the
     # provider did not say, and then marked so.
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    # Of those, what the provider said it read from its cache (a prefix it had seen).
+    cached_prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
     tokens_estimated = models.BooleanField(default=False, db_default=False)
 

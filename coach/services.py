@@ -165,8 +165,12 @@ def _message_added(
 def session_end(*, session: ChatSession, now: datetime | None = None) -> bool:
     """End a session (asked for, or idle). Only the database is touched: an ended session
     without a summary is itself the record that one is due, which summaries_due hands out
-    (every half minute), so no broker outage can lose it or hold up the person."""
-    ended = ChatSession.objects.filter(pk=session.pk, ended_at__isnull=True).update(ended_at=now or timezone.now())
+    (every half minute), so no broker outage can lose it or hold up the person. Its kept
+    prompt goes with it: it quotes memories, which are kept no longer than they are of use
+    (a conversation reopened assembles a new one)."""
+    ended = ChatSession.objects.filter(pk=session.pk, ended_at__isnull=True).update(
+        ended_at=now or timezone.now(), prompt=""
+    )
     return ended == 1
 
 

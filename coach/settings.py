@@ -437,6 +437,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_VISIBILITY_TIMEO
 # The chat turn (DESIGN.md section 4).
 COACH_MAX_TOOL_ROUNDS = env_int("COACH_MAX_TOOL_ROUNDS", default=4)
 COACH_MAX_MESSAGE_CHARS = env_int("COACH_MAX_MESSAGE_CHARS", default=4000)
+# A conversation's prompt is assembled again when it resumes after this long (and on a new
+# day of the person's); in between its turns send it byte for byte (coach/prompting.py).
+COACH_PROMPT_GAP_HOURS = env_float("COACH_PROMPT_GAP_HOURS", default=6.0)
 # The conversation's own share of the prompt; its oldest turns go first.
 COACH_HISTORY_BUDGET_TOKENS = env_int("COACH_HISTORY_BUDGET_TOKENS", default=6000)
 # A session with no message for this long is ended and summarised.

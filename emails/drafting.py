@@ -16,11 +16,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.template.loader import render_to_string
 from django.utils.text import Truncator
 
+from coach.conversation import today_line
 from emails.models import Email, EmailPreference, opening_line
 from emails.selectors import (
     email_closest_sent,
@@ -112,7 +114,7 @@ def draft_email(*, email: Email, now: datetime) -> WrittenEmail | RepetitiveDraf
 def drafting_messages(*, email: Email, now: datetime) -> list[dict[str, Any]]:
     """The system prompt (instructions, the memory block, the last emails) and the ask."""
     user = email.user
-    system = [prompt("emails", "follow_up_email"), f"Today: {now.date().isoformat()} ({now:%A})"]
+    system = [prompt("emails", "follow_up_email"), today_line(now, email.user.time_zone)]
     if user.name:
         system.append(f"Name: {user.name}")
     system.append(assemble_memory_context(user=user, now=now, sent_emails=sent_emails_for_prompt(user)).text)
@@ -184,7 +186,8 @@ def _draft_and_compare(
 
 def _ask(email: Email) -> str:
     if email.kind == Email.Kind.CHECK_IN and email.memory is not None:
-        due = email.memory.due_at.date().isoformat() if email.memory.due_at else "soon"
+        due_at = email.memory.due_at
+        due = due_at.astimezone(ZoneInfo(email.user.time_zone)).date().isoformat() if due_at else "soon"
         return (
             "Write a check-in about something they have coming up on "
             f"{due}: “{email.memory.summary}”. Ask how it is going, and offer one concrete next step."

@@ -1,4 +1,5 @@
-"""The memory part of the system prompt, assembled for each request, never over its budget.
+"""The memory part of the system prompt, assembled once per conversation (and again only
+when it must be: coach/prompting.py), never over its budget.
 
 Fixed: the relationship stage (counting what was learned in conversation, with all three
 descriptions, so the model can interpolate), how to read memories, the block markers.
@@ -21,10 +22,10 @@ Memory is used only while the person has it on (`memory_enabled`, read off the u
 and the caller has no reason of its own to leave it out (a conversation that is not
 remembered): otherwise the block is empty, with no markers, and nothing is read.
 
-Memories enter as quoted data inside a block whose markers carry a fresh random nonce
-that no memory contains, so memory text cannot close the block; the prompt says it is
-data, not orders. Index lines hold no line breaks (summaries are one line); full notes
-are JSON, one per line.
+Memories enter as quoted data inside a block whose markers carry a random nonce, drawn
+for the conversation, that no memory contains, so memory text cannot close the block; the
+prompt says it is data, not orders. Dates are on the person's own calendar. Index lines
+hold no line breaks (summaries are one line); full notes are JSON, one per line.
 """
 
 from __future__ import annotations
@@ -32,13 +33,20 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
+from zoneinfo import ZoneInfo
 
 from django.conf import settings
 
 from infra.tokens import estimate_tokens
+from memory.context_items import LEFT_OUT as LEFT_OUT
+from memory.context_items import LINE as LINE
+from memory.context_items import MEMORY_UNUSED_STAGE as MEMORY_UNUSED_STAGE
+from memory.context_items import WHOLE as WHOLE
+from memory.context_items import ContextItem as ContextItem
+from memory.context_items import MemoryContext as MemoryContext
+from memory.context_items import SentEmail as SentEmail
 from memory.models import (
     KEY_MAX_CHARS,
     SUMMARY_MAX_CHARS,
@@ -75,55 +83,7 @@ TOPIC_ORDER = (
     "constraint",
     *(c for c in Category.values if c not in PROTECTED_CATEGORIES),
 )
-WHOLE, LINE, LEFT_OUT = "whole", "one line", "left out"
 EMAILS_HEADER = "# emails you sent them lately, newest first: never repeat one"
-# The stage a context reports when memory is not used: there is no relationship to read.
-MEMORY_UNUSED_STAGE = "memory off"
-
-
-@dataclass(frozen=True)
-class SentEmail:
-    """One email of the communication tier, as the prompt quotes it. The emails app makes
-    these; memory sits below it and is handed them by whoever assembles a prompt."""
-
-    sent_on: date
-    kind: str
-    subject: str
-    first_line: str
-
-
-@dataclass(frozen=True)
-class ContextItem:
-    """One memory or email considered for the prompt, and the form it went in."""
-
-    kind: str  # "memory" or "email"
-    label: str  # the memory's summary, or the email's subject
-    topic: str  # the memory's category, or "emails"
-    form: str  # WHOLE, LINE or LEFT_OUT
-    tokens: int  # what it cost in that form (0 when left out)
-    memory_id: int | None = None
-    key: str = ""
-    source: str = ""
-
-    @property
-    def included(self) -> bool:
-        return self.form != LEFT_OUT
-
-
-@dataclass(frozen=True)
-class MemoryContext:
-    text: str
-    items: tuple[ContextItem, ...]
-    tokens: int
-    budget: int
-    stage: str
-    learned: int
-    # False when memory was not used at all (turned off, or a conversation not remembered).
-    used: bool = True
-
-    @property
-    def dropped(self) -> tuple[ContextItem, ...]:
-        return tuple(item for item in self.items if not item.included)
 
 
 def relationship_stage(learned: int) -> str:
@@ -153,13 +113,16 @@ def assemble_memory_context(
     sent_emails: Sequence[SentEmail] = (),
     budget_tokens: int | None = None,
     memories: Sequence[Memory] | None = None,
+    nonce: str | None = None,
 ) -> MemoryContext:
     """The memory block of one request's system prompt, and what form each memory took.
 
     `sent_emails` is the communication tier, newest first, from the caller: the emails
     app sits above memory, so memory is told what was sent rather than asking. A person
     with memory off gets the empty block (memory_unused_context). `memories`: the person's,
-    as memories_for_prompt reads them, where the caller read them already."""
+    as memories_for_prompt reads them, where the caller read them already. Dates are on
+    the person's calendar. `nonce`: the block markers' (a conversation keeps one), used
+    unless a memory holds it; the context says which it used."""
     budget = settings.MEMORY_CONTEXT_BUDGET_TOKENS if budget_tokens is None else budget_tokens
     if not memory_in_use(user=user):
         return memory_unused_context(budget_tokens=budget)
@@ -167,17 +130,19 @@ def assemble_memory_context(
         memories = memories_for_prompt(user=user)
     learned = sum(1 for m in memories if m.source != Source.ONBOARDING)
     stage = relationship_stage(learned)
-    nonce = _nonce_not_in(memories)
+    zone = ZoneInfo(user.time_zone)
+    if nonce is None or not _nonce_free(nonce, memories):
+        nonce = _nonce_not_in(memories)
     head = [_stage_text(stage, learned), _READING_NOTE, f"<<MEMORIES {nonce}>>"]
     tail = [f"<<END MEMORIES {nonce}>>"]
     room = budget - sum(_cost(text) for text in (*head, *tail))
-    forms = _index_that_fits(memories, room)
-    spent = _index_cost(memories, forms)
+    forms = _index_that_fits(memories, room, zone)
+    spent = _index_cost(memories, forms, zone)
 
     due_before = now + timedelta(days=settings.MEMORY_PROSPECTIVE_LEAD_DAYS)
-    spent = _full_texts_that_fit(memories, forms, due_before, spent=spent, room=room)
+    spent = _full_texts_that_fit(memories, forms, due_before, zone, spent=spent, room=room)
     emails_in, email_items, spent = _emails_that_fit(sent_emails, spent=spent, room=room)
-    body, memory_items = _render(memories, forms, due_before)
+    body, memory_items = _render(memories, forms, due_before, zone)
     if emails_in:
         body += [EMAILS_HEADER, *(_email_line(email) for email in emails_in)]
     text = "\n".join([*head, *body, *tail])
@@ -188,18 +153,19 @@ def assemble_memory_context(
         budget=budget,
         stage=stage,
         learned=learned,
+        nonce=nonce,
     )
 
 
 def _full_texts_that_fit(
-    memories: Sequence[Memory], forms: dict[int, str], due_before: datetime, *, spent: int, room: int
+    memories: Sequence[Memory], forms: dict[int, str], due_before: datetime, zone: ZoneInfo, *, spent: int, room: int
 ) -> int:
     """Pass 2: full texts while the budget lasts, each in place of its line (`forms` is
     changed in place). What is spent after it."""
     for memory in _full_text_order(memories, due_before):
         if forms[memory.pk] != LINE:
             continue
-        extra = _cost(_full_line(memory, due_before)) - _cost(_index_line(memory))
+        extra = _cost(_full_line(memory, due_before, zone)) - _cost(_index_line(memory, zone))
         if spent + extra <= room:
             forms[memory.pk] = WHOLE
             spent += extra
@@ -243,11 +209,11 @@ def memory_unused_context(*, budget_tokens: int | None = None) -> MemoryContext:
     return MemoryContext(text="", items=(), tokens=0, budget=budget, stage=MEMORY_UNUSED_STAGE, learned=0, used=False)
 
 
-def _index_that_fits(memories: Sequence[Memory], room: int) -> dict[int, str]:
+def _index_that_fits(memories: Sequence[Memory], room: int, zone: ZoneInfo) -> dict[int, str]:
     """Every memory's line, unless even the index cannot fit: then lines go, non-safety
     before safety and oldest first within each, until it does."""
     forms = dict.fromkeys((m.pk for m in memories), LINE)
-    cost = _index_cost(memories, forms)
+    cost = _index_cost(memories, forms, zone)
     listed_per_topic: dict[str, int] = {}
     for memory in memories:
         listed_per_topic[memory.category] = listed_per_topic.get(memory.category, 0) + 1
@@ -256,17 +222,17 @@ def _index_that_fits(memories: Sequence[Memory], room: int) -> dict[int, str]:
         if cost <= room:
             break
         forms[memory.pk] = LEFT_OUT
-        cost -= _cost(_index_line(memory))
+        cost -= _cost(_index_line(memory, zone))
         listed_per_topic[memory.category] -= 1
         if listed_per_topic[memory.category] == 0:
             cost -= _cost(_topic_header(memory.category))
     return forms
 
 
-def _index_cost(memories: Sequence[Memory], forms: dict[int, str]) -> int:
+def _index_cost(memories: Sequence[Memory], forms: dict[int, str], zone: ZoneInfo) -> int:
     listed = [m for m in memories if forms[m.pk] != LEFT_OUT]
     topics = {m.category for m in listed}
-    return sum(_cost(_index_line(m)) for m in listed) + sum(_cost(_topic_header(t)) for t in topics)
+    return sum(_cost(_index_line(m, zone)) for m in listed) + sum(_cost(_topic_header(t)) for t in topics)
 
 
 def _full_text_order(memories: Sequence[Memory], due_before: datetime) -> list[Memory]:
@@ -283,7 +249,7 @@ def _full_text_order(memories: Sequence[Memory], due_before: datetime) -> list[M
 
 
 def _render(
-    memories: Sequence[Memory], forms: dict[int, str], due_before: datetime
+    memories: Sequence[Memory], forms: dict[int, str], due_before: datetime, zone: ZoneInfo
 ) -> tuple[list[str], list[ContextItem]]:
     lines: list[str] = []
     items: list[ContextItem] = []
@@ -294,7 +260,7 @@ def _render(
             lines.append(_topic_header(topic))
         for memory in members:
             form = forms[memory.pk]
-            text = _full_line(memory, due_before) if form == WHOLE else _index_line(memory)
+            text = _full_line(memory, due_before, zone) if form == WHOLE else _index_line(memory, zone)
             if form != LEFT_OUT:
                 lines.append(text)
             items.append(
@@ -332,8 +298,8 @@ def _topic_header(topic: str) -> str:
     return f"# {topic}"
 
 
-def _index_line(memory: Memory) -> str:
-    return _index_line_text(memory.key, memory.updated_at.date().isoformat(), memory.summary)
+def _index_line(memory: Memory, zone: ZoneInfo) -> str:
+    return _index_line_text(memory.key, _day(memory.updated_at, zone), memory.summary)
 
 
 def _index_line_text(key: str, day: str, summary: str) -> str:
@@ -341,24 +307,29 @@ def _index_line_text(key: str, day: str, summary: str) -> str:
     return f"- {key} ({day}): {summary}"
 
 
-def _full_line(memory: Memory, due_before: datetime) -> str:
+def _full_line(memory: Memory, due_before: datetime, zone: ZoneInfo) -> str:
     fields: dict[str, object] = {
         "key": memory.key,
         "tier": memory.tier,
         "source": author_for_model(memory.source),
         "summary": memory.summary,
         "content": memory.content,
-        "date": memory.updated_at.date().isoformat(),
+        "date": _day(memory.updated_at, zone),
     }
     if memory.tier == Tier.PROSPECTIVE:
-        fields["due_at"] = memory.due_at.date().isoformat() if memory.due_at else None
+        fields["due_at"] = _day(memory.due_at, zone) if memory.due_at else None
         fields["status"] = memory.status
         if _is_due(memory, due_before):
             fields["bring_up"] = "now"
         if memory.raised_at:
-            fields["raised_by_email_on"] = memory.raised_at.date().isoformat()
+            fields["raised_by_email_on"] = _day(memory.raised_at, zone)
     # json.dumps escapes line breaks and quotes: a note stays on its one line.
     return json.dumps(fields, ensure_ascii=False)
+
+
+def _day(moment: datetime, zone: ZoneInfo) -> str:
+    """A moment's date on the person's own calendar."""
+    return moment.astimezone(zone).date().isoformat()
 
 
 def _email_line(email: SentEmail) -> str:
@@ -385,8 +356,12 @@ def _is_due(memory: Memory, due_before: datetime) -> bool:
 def _nonce_not_in(memories: Sequence[Memory]) -> str:
     while True:
         nonce = secrets.token_hex(8)
-        if not any(nonce in m.summary or nonce in m.content or nonce in m.key for m in memories):
+        if _nonce_free(nonce, memories):
             return nonce
+
+
+def _nonce_free(nonce: str, memories: Sequence[Memory]) -> bool:
+    return not any(nonce in m.summary or nonce in m.content or nonce in m.key for m in memories)
 
 
 _READING_NOTE = (

@@ -9,7 +9,16 @@ from typing import TYPE_CHECKING
 from django.db.models import Exists, OuterRef, QuerySet
 
 from memory import statements
-from memory.models import Memory, MemoryEvent, MemoryOverlap, MemoryProposal, PrivateTextViewing, key_digest
+from memory.models import (
+    Memory,
+    MemoryEvent,
+    MemoryOverlap,
+    MemoryProposal,
+    PrivateTextViewing,
+    ProspectiveStatus,
+    Tier,
+    key_digest,
+)
 from memory.policy import MemoryFacts
 
 if TYPE_CHECKING:
@@ -182,3 +191,35 @@ def overlaps_for_user(*, user: User) -> QuerySet[MemoryOverlap]:
 def staff_viewings_for_user(*, user: User, limit: int = 50) -> list[PrivateTextViewing]:
     """When staff opened the person's private text in the admin, and why: newest first."""
     return list(PrivateTextViewing.objects.filter(person=user).order_by("-viewed_at", "-pk")[:limit])
+
+
+def memory_events_after(*, user: User, event_id: int) -> list[MemoryEvent]:
+    """What happened to the person's memories after the event `event_id`, oldest first: what
+    a conversation's prompt, assembled then, learns of as notes."""
+    return list(MemoryEvent.objects.filter(user=user, pk__gt=event_id).order_by("pk"))
+
+
+def newest_memory_event_id(*, user: User) -> int:
+    """The id of the person's newest memory event (0 for none): what a prompt assembled now
+    reflects, so what comes after it is a note."""
+    return MemoryEvent.objects.filter(user=user).order_by("-pk").values_list("pk", flat=True).first() or 0
+
+
+def intentions_due_between(*, user: User, after: datetime, until: datetime, lead: timedelta) -> list[Memory]:
+    """The person's open intentions that came due (`lead` before their date) in (after, until]."""
+    return list(
+        memory_list_for_user(user=user)
+        .filter(tier=Tier.PROSPECTIVE, status=ProspectiveStatus.OPEN, due_at__gt=after + lead, due_at__lte=until + lead)
+        .order_by("due_at", "pk")
+    )
+
+
+def next_intention_due_after(*, user: User, moment: datetime, lead: timedelta) -> datetime | None:
+    """When the person's next open intention not yet due at `moment` comes due."""
+    due_at = (
+        Memory.objects.filter(user=user, tier=Tier.PROSPECTIVE, status=ProspectiveStatus.OPEN, due_at__gt=moment + lead)
+        .order_by("due_at")
+        .values_list("due_at", flat=True)
+        .first()
+    )
+    return None if due_at is None else due_at - lead

@@ -18,6 +18,7 @@ from coach.services import message_post, session_start
 from coach.turn import turn_run
 from emails.models import Email
 from memory.context import TOPIC_ORDER, assemble_memory_context
+from memory.notes import kept_block_budget
 from offline_coach import ModelServer
 from tests.memory.factories import make_memories, make_memory
 
@@ -86,7 +87,8 @@ def test_sources_are_named_in_plain_words_and_the_coachs_own_notes_are_never_you
 
 @pytest.mark.django_db
 def test_sections_follow_the_order_the_coach_reads_them_and_say_each_memorys_form(user: User, settings) -> None:
-    settings.MEMORY_CONTEXT_BUDGET_TOKENS = 300
+    # A conversation's block is assembled within 300 of these, the rest kept for its notes.
+    settings.MEMORY_CONTEXT_BUDGET_TOKENS = 334
     make_memory(user, "oats", category="habit", summary="Oats every morning")
     shoulder = make_memory(user, "shoulder", source="user", category="injury", summary="Bad left shoulder")
     make_memory(user, "peanuts", source="user", category="allergy", summary="Allergic to peanuts")
@@ -102,8 +104,9 @@ def test_sections_follow_the_order_the_coach_reads_them_and_say_each_memorys_for
     assert (
         readable.index("<h3>Injuries</h3>") < readable.index("<h3>Allergies</h3>") < readable.index("<h3>Habits</h3>")
     )
-    # Each memory's form on the page is the one it took in the block.
-    context = assemble_memory_context(user=user, now=timezone.now())
+    # Each memory's form on the page is the one it took in the block a conversation keeps.
+    budget = kept_block_budget(settings.MEMORY_CONTEXT_BUDGET_TOKENS)
+    context = assemble_memory_context(user=user, now=timezone.now(), budget_tokens=budget)
     shown = entries(page)
     forms = {"whole": "whole", "one line": "one-line", "left out": "left-out"}
     assert {pk: form for pk, (form, _) in shown.items()} == {
