@@ -25,7 +25,8 @@ from datetime import date
 from enum import StrEnum
 from typing import Any
 
-TODAY = re.compile(r"^\s*Today:\s*(\d{4}-\d{2}-\d{2})\s*$", re.MULTILINE)
+# As the app sends it: "Today: 2025-03-10 (Monday)", the weekday optional.
+TODAY = re.compile(r"^\s*Today:\s*(\d{4}-\d{2}-\d{2})(?:\s*\([A-Za-z]+\))?\s*$", re.MULTILINE)
 NAME = re.compile(r"^\s*Name:\s*(.+?)\s*$", re.MULTILINE)
 PREVIOUS_EMAIL = re.compile(r"^\s*Previous email:\s*", re.IGNORECASE)
 CONVERSATION_LINE = re.compile(
