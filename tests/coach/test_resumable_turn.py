@@ -18,7 +18,7 @@ from django.db import OperationalError, connection
 from django.test import Client
 
 from accounts.models import User
-from coach import claims
+from coach import claims, streams
 from coach.models import ChatSession, Message
 from coach.services import message_post, session_start
 from coach.views.streams import GONE, TOO_MANY_STREAMS
@@ -450,7 +450,9 @@ def test_past_the_open_streams_limit_a_reader_is_refused_with_its_message(
     live_app: str, cookie: str, user: User, model_server: ModelServer, settings
 ) -> None:
     settings.COACH_MAX_OPEN_STREAMS = 2
-    model_server.queue_text(LONG_REPLY, chunk_delay_seconds=0.1)
+    # A reply that outlasts the test however slow the machine: a reply that ended would
+    # close its readers' streams and free their places before the third reader came.
+    model_server.queue_text(LONG_REPLY, chunk_delay_seconds=1.0)
     message = post_message(live_app, session_start(user=user), "Plan my week", cookie=cookie)
     held = [_open(reply_url(live_app, message), cookie) for _ in range(2)]
 
@@ -462,6 +464,8 @@ def test_past_the_open_streams_limit_a_reader_is_refused_with_its_message(
     for response in held:
         response.close()
     assert len(model_server.chat_requests()) == 1
+    # The person stops the long reply, so the test ends with it rather than waiting it out.
+    streams.stop_request(message.pk)
 
 
 def test_a_pool_of_two_connections_serves_ten_turns_whose_embeddings_take_a_second(
