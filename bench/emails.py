@@ -29,8 +29,10 @@ django_for_benchmarks()
 from django.conf import settings  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.utils import timezone  # noqa: E402
+from psycopg import Cursor  # noqa: E402
 
 from bench.queries import QueryCounter  # noqa: E402
+from bench.stores import copy_people  # noqa: E402
 from coach.celery import app  # noqa: E402
 from emails.planning import emails_hand_out, nudges_plan  # noqa: E402
 from emails.schedule import local_time  # noqa: E402
@@ -77,67 +79,58 @@ def seed_people(first: int, count: int, *, now: datetime) -> int:
     message; every third is due, every third asleep, every third was nudged yesterday.
     Returns how many are due."""
     day_zone, night_zone = zone_at_local_hour(now, 14), zone_at_local_hour(now, 2)
-    empty, hello = encrypt(""), encrypt("Hello coach")
-    raw = connection.connection
-    numbers = range(first, first + count)
-    with raw.cursor() as cursor:
-        with cursor.copy(
-            "COPY accounts_user (password, email, name, is_staff, is_active, is_superuser, date_joined, time_zone) "
-            "FROM STDIN"
-        ) as copy:
-            for index, n in enumerate(numbers):
-                zone = night_zone if GROUPS[index % 3] == "asleep" else day_zone
-                copy.write_row(["!", f"bench-{n}@example.com", "", False, True, False, now, zone])
-        cursor.execute(
-            "SELECT id FROM accounts_user WHERE email = ANY(%s) ORDER BY id",
-            [[f"bench-{n}@example.com" for n in numbers]],
+    people = [
+        (f"bench-{n}@example.com", night_zone if GROUPS[index % 3] == "asleep" else day_zone)
+        for index, n in enumerate(range(first, first + count))
+    ]
+    with connection.connection.cursor() as cursor:
+        ids = copy_people(cursor, people, now=now)
+        _copy_a_conversation_each(cursor, ids, now=now)
+        _copy_yesterdays_nudges(
+            cursor, [user_id for index, user_id in enumerate(ids) if GROUPS[index % 3] == "emailed lately"], now=now
         )
-        ids = [row[0] for row in cursor.fetchall()]
-        with cursor.copy(
-            "COPY emails_emailpreference (user_id, frequency, session_summaries, quiet_start, quiet_end, updated_at) "
-            "FROM STDIN"
-        ) as copy:
-            for user_id in ids:
-                copy.write_row([user_id, "weekly", False, "21:00", "08:00", now])
-        with cursor.copy(
-            "COPY coach_chatsession (user_id, title, summary, created_at, updated_at, last_message_at) FROM STDIN"
-        ) as copy:
-            for user_id in ids:
-                copy.write_row([user_id, empty, empty, now, now, now])
-        cursor.execute("SELECT id FROM coach_chatsession WHERE user_id = ANY(%s) ORDER BY id", [ids])
-        sessions = [row[0] for row in cursor.fetchall()]
-        with cursor.copy(
-            "COPY coach_message (session_id, role, content, status, error, claimed_by, created_at) FROM STDIN"
-        ) as copy:
-            for session_id in sessions:
-                copy.write_row([session_id, "user", hello, "answered", "", "", now])
-        with cursor.copy(
-            "COPY emails_email (user_id, kind, period_key, status, send_after, attempts, error, embedding_model, "
-            "provider_message_id, created_at, updated_at, sent_at) FROM STDIN"
-        ) as copy:
-            yesterday = now - timedelta(days=1)
-            for index, user_id in enumerate(ids):
-                if GROUPS[index % 3] == "emailed lately":
-                    copy.write_row(
-                        [
-                            user_id,
-                            "nudge",
-                            "yesterday",
-                            "sent",
-                            yesterday,
-                            1,
-                            "",
-                            "",
-                            "",
-                            yesterday,
-                            yesterday,
-                            yesterday,
-                        ]
-                    )
     with connection.cursor() as cursor:
         for table in ("accounts_user", "emails_emailpreference", "coach_chatsession", "coach_message", "emails_email"):
             cursor.execute(f"ANALYZE {table}")
     return sum(1 for index in range(len(ids)) if GROUPS[index % 3] == "due")
+
+
+def _copy_a_conversation_each(cursor: Cursor, ids: list[int], *, now: datetime) -> None:
+    """Weekly emails wanted, and a conversation of one answered message, for each person."""
+    empty, hello = encrypt(""), encrypt("Hello coach")
+    with cursor.copy(
+        "COPY emails_emailpreference (user_id, frequency, session_summaries, quiet_start, quiet_end, updated_at) "
+        "FROM STDIN"
+    ) as copy:
+        for user_id in ids:
+            copy.write_row([user_id, "weekly", False, "21:00", "08:00", now])
+    # Every column without a value of the database's own: no prompt kept yet (coach/prompting.py).
+    with cursor.copy(
+        "COPY coach_chatsession (user_id, title, summary, created_at, updated_at, last_message_at, prompt, "
+        "prompt_nonce, prompt_memory_tokens, prompt_remembers, prompt_version, prompt_builds, prompt_built_because) "
+        "FROM STDIN"
+    ) as copy:
+        for user_id in ids:
+            copy.write_row([user_id, empty, empty, now, now, now, empty, "", 0, False, "", 0, ""])
+    cursor.execute("SELECT id FROM coach_chatsession WHERE user_id = ANY(%s) ORDER BY id", [ids])
+    sessions = [row[0] for row in cursor.fetchall()]
+    with cursor.copy(
+        "COPY coach_message (session_id, role, content, status, error, claimed_by, created_at) FROM STDIN"
+    ) as copy:
+        for session_id in sessions:
+            copy.write_row([session_id, "user", hello, "answered", "", "", now])
+
+
+def _copy_yesterdays_nudges(cursor: Cursor, ids: list[int], *, now: datetime) -> None:
+    yesterday = now - timedelta(days=1)
+    with cursor.copy(
+        "COPY emails_email (user_id, kind, period_key, status, send_after, attempts, error, embedding_model, "
+        "provider_message_id, created_at, updated_at, sent_at) FROM STDIN"
+    ) as copy:
+        for user_id in ids:
+            copy.write_row(
+                [user_id, "nudge", "yesterday", "sent", yesterday, 1, "", "", "", yesterday, yesterday, yesterday]
+            )
 
 
 def measure(people: int, due: int, *, now: datetime, queries: QueryCounter, published: Publications) -> dict:

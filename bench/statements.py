@@ -28,6 +28,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent.parent
 PERSON = "bench-statements@example.com"
@@ -169,23 +170,25 @@ Path_ = tuple[Callable[[], object], Callable[[object], object]]
 
 def _paths() -> dict[str, Path_]:
     """Each path as (prepare, call): what is made ready untimed, then the timed call."""
-    from django.contrib.auth import get_user
     from django.test import Client
-    from django.utils import timezone
 
-    from coach import selectors
-    from coach.models import Message
-    from coach.services import message_post_as, session_start
-    from emails.selectors import sent_emails_for_prompt
-    from memory.context import assemble_memory_context
-    from memory.selectors import memories_for_prompt
-    from memory.tools import ToolContext, run_tool
+    from coach.services import session_start
 
     person = _person()
     session = session_start(user=person)
     client = Client()
     client.force_login(person)
-    login = client.cookies["sessionid"].value
+    return _chat_paths(person, session, client.cookies["sessionid"].value) | _memory_paths(person)
+
+
+def _chat_paths(person: Any, session: Any, login: str) -> dict[str, Path_]:
+    """A message posted, its reader, its turn's claim and its reply saved."""
+    from django.contrib.auth import get_user
+
+    from coach import selectors
+    from coach.models import Message
+    from coach.services import message_post_as
+
     claiming = _claiming()
 
     def settled() -> None:
@@ -224,6 +227,24 @@ def _paths() -> dict[str, Path_]:
     def saving() -> object:
         return claiming.claimed(pending(), person)
 
+    return {
+        "a message posted (lock, duplicate check, insert)": (settled, post),
+        "a login loaded with its person": (_nothing, signed_in),
+        "a reply's reader: the login and its message": (a_message, reader),
+        "a turn begins (claim, history, memories, emails)": (pending, lambda message: claiming.begin(message, person)),
+        "a reply saved": (saving, claiming.save),
+    }
+
+
+def _memory_paths(person: Any) -> dict[str, Path_]:
+    """The memory tools as a turn calls them, and what the prompt reads of memory and email."""
+    from django.utils import timezone
+
+    from emails.selectors import sent_emails_for_prompt
+    from memory.context import assemble_memory_context
+    from memory.selectors import memories_for_prompt
+    from memory.tools import ToolContext, run_tool
+
     context = ToolContext(user=person)
 
     def save_call(_: object) -> None:
@@ -247,21 +268,17 @@ def _paths() -> dict[str, Path_]:
     def search_call(_: object) -> None:
         run_tool(context, "search_memories", json.dumps({"query": "weekend runs", "limit": None}))
 
-    def nothing() -> None:
-        return None
-
     return {
-        "a message posted (lock, duplicate check, insert)": (settled, post),
-        "a login loaded with its person": (nothing, signed_in),
-        "a reply's reader: the login and its message": (a_message, reader),
-        "a turn begins (claim, history, memories, emails)": (pending, lambda message: claiming.begin(message, person)),
-        "a reply saved": (saving, claiming.save),
         "save_memory through run_tool (74 memories)": (forget_saves, save_call),
-        "search_memories through run_tool": (nothing, search_call),
-        "the prompt's memories (74)": (nothing, lambda _: memories_for_prompt(user=person)),
-        "the prompt's emails": (nothing, lambda _: sent_emails_for_prompt(person)),
-        "the memory block assembled": (nothing, lambda _: assemble_memory_context(user=person, now=timezone.now())),
+        "search_memories through run_tool": (_nothing, search_call),
+        "the prompt's memories (74)": (_nothing, lambda _: memories_for_prompt(user=person)),
+        "the prompt's emails": (_nothing, lambda _: sent_emails_for_prompt(person)),
+        "the memory block assembled": (_nothing, lambda _: assemble_memory_context(user=person, now=timezone.now())),
     }
+
+
+def _nothing() -> None:
+    return None
 
 
 class _Claiming:

@@ -156,34 +156,39 @@ def live(persona: Persona, *, weeks: int, seed: int) -> Life:
         while week_ends:
             _sample_store(life, user, len(life.store) + 1)
             week_ends.pop(0)
-        life.received = list(mailbox.received)
-        life.emails = list(
-            Email.objects.filter(user=user, status=Email.Status.SENT)
-            .order_by("sent_at", "pk")
-            .values("kind", "sent_at", "subject", "embedding", "memory_id", "period_key")
-        )
-        life.not_sent = list(
-            Email.objects.filter(user=user)
-            .exclude(status=Email.Status.SENT)
-            .order_by("created_at", "pk")
-            .values("kind", "status", "error", "created_at", "period_key")
-        )
-        life.memories = [
-            {
-                "pk": m.pk,
-                "key": m.key,
-                "category": m.category,
-                "tier": m.tier,
-                "summary": m.summary,
-                "content": m.content,
-                "due_at": m.due_at,
-                "status": m.status,
-                "embedding": m.embedding,
-            }
-            for m in Memory.objects.filter(user=user).order_by("pk")
-        ]
+        _record_what_is_left(life, user, mailbox)
     life.wall_seconds = time.perf_counter() - started
     return life
+
+
+def _record_what_is_left(life: Life, user: User, mailbox: Mailbox) -> None:
+    """What the person received, the emails not sent and why, and the store as it ends."""
+    life.received = list(mailbox.received)
+    life.emails = list(
+        Email.objects.filter(user=user, status=Email.Status.SENT)
+        .order_by("sent_at", "pk")
+        .values("kind", "sent_at", "subject", "embedding", "memory_id", "period_key")
+    )
+    life.not_sent = list(
+        Email.objects.filter(user=user)
+        .exclude(status=Email.Status.SENT)
+        .order_by("created_at", "pk")
+        .values("kind", "status", "error", "created_at", "period_key")
+    )
+    life.memories = [
+        {
+            "pk": m.pk,
+            "key": m.key,
+            "category": m.category,
+            "tier": m.tier,
+            "summary": m.summary,
+            "content": m.content,
+            "due_at": m.due_at,
+            "status": m.status,
+            "embedding": m.embedding,
+        }
+        for m in Memory.objects.filter(user=user).order_by("pk")
+    ]
 
 
 @contextmanager
