@@ -349,8 +349,9 @@ CELERY_BEAT_SCHEDULE: dict[str, dict] = {
         "schedule": crontab(minute=40),
         "options": {"expires": 50 * 60},
     },
-    # Every hour: people for whom it is Sunday evening get their week's sessions written
-    # up as a weekly episode memory.
+    # Every hour: each week still due (from its Sunday evening in the person's time zone,
+    # for WEEKLY_EPISODE_DUE_DAYS) and unwritten is asked for, after the pause a failed or
+    # lost write left it; each week is written up as one weekly episode memory.
     "plan-weekly-episodes": {
         "task": "emails.tasks.plan_weekly_episodes",
         "schedule": crontab(minute=10),
