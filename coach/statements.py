@@ -172,9 +172,18 @@ class _Statements:
 @cache
 def _sql() -> _Statements:
     """The statements' text, composed once from the models' tables and columns."""
-    message, session, people = table(Message), table(ChatSession), table(get_user_model())
+    return _Statements(
+        session_locked=text(_session_locked()),
+        message_claimed=text(_message_claimed()),
+        messages_before=text(_messages_before()),
+        reply_add_if_held=text(_reply_add_if_held()),
+    )
+
+
+def _session_locked() -> sql.Composed:
     # Measured (bench/statements.py, against the ORM): a message posted, 4.8 ms against 11.7.
-    session_locked = sql.SQL(
+    message, session = table(Message), table(ChatSession)
+    return sql.SQL(
         """SELECT {session_columns}, (
             SELECT count(*) FROM {message} m JOIN {session} theirs ON theirs.id = m.session_id
             WHERE theirs.user_id = %(user_id)s AND m.role = %(role)s AND m.status IN (%(pending)s, %(answering)s)
@@ -182,8 +191,11 @@ def _sql() -> _Statements:
         FROM {session} s WHERE s.id = %(session_id)s AND s.user_id = %(user_id)s
         FOR UPDATE OF s"""
     ).format(session_columns=columns(ChatSession, "s"), message=message, session=session)
+
+
+def _message_claimed() -> sql.Composed:
     # Measured: a turn's beginning, its claim and history as SQL, 22.3 ms against 31.4.
-    message_claimed = sql.SQL(
+    return sql.SQL(
         """WITH claimed AS (
             UPDATE {message} SET status = %(answering)s, error = '', attempt = %(token)s, claimed_at = %(now)s,
                    heartbeat_at = statement_timestamp(), claimed_by = %(by)s
@@ -194,20 +206,26 @@ def _sql() -> _Statements:
         SELECT {claimed}, {session_columns}, {user_columns}
         FROM claimed JOIN {session} s ON s.id = claimed.session_id JOIN {people} u ON u.id = s.user_id"""
     ).format(
-        message=message,
-        session=session,
-        people=people,
+        message=table(Message),
+        session=table(ChatSession),
+        people=table(get_user_model()),
         claimed=columns(Message, "claimed"),
         session_columns=columns(ChatSession, "s"),
         user_columns=columns(get_user_model(), "u"),
     )
-    messages_before = sql.SQL(
+
+
+def _messages_before() -> sql.Composed:
+    return sql.SQL(
         """SELECT {columns} FROM {message} h WHERE h.session_id = %(session_id)s AND h.id < %(id)s
           AND (%(from_id)s::bigint IS NULL OR h.id >= %(from_id)s::bigint)
         ORDER BY h.id DESC LIMIT %(limit)s"""
-    ).format(columns=columns(Message, "h"), message=message)
+    ).format(columns=columns(Message, "h"), message=table(Message))
+
+
+def _reply_add_if_held() -> sql.Composed:
     # Measured: a reply saved, 1.2 ms against 3.7.
-    reply_add_if_held = sql.SQL(
+    return sql.SQL(
         """WITH held AS (
             UPDATE {message} SET status = %(answered)s, error = ''
             WHERE id = %(message_id)s AND status = %(answering)s AND attempt = %(token)s
@@ -220,16 +238,10 @@ def _sql() -> _Statements:
         SELECT {insert_placeholders} FROM held
         RETURNING id"""
     ).format(
-        message=message,
-        session=session,
+        message=table(Message),
+        session=table(ChatSession),
         insert_columns=insert_columns(Message),
         insert_placeholders=insert_placeholders(Message),
-    )
-    return _Statements(
-        session_locked=text(session_locked),
-        message_claimed=text(message_claimed),
-        messages_before=text(messages_before),
-        reply_add_if_held=text(reply_add_if_held),
     )
 
 

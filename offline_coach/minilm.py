@@ -286,19 +286,8 @@ def _get_model() -> _Model:
 def _load(zip_path: Path) -> _Model:
     """Read the tokenizer, configs and weights from model.zip in memory and lay them out for numpy."""
     import numpy as np
-    from safetensors.numpy import load as load_safetensors
-    from tokenizers import Tokenizer
 
-    with zipfile.ZipFile(zip_path) as archive:
-        names = set(archive.namelist())
-        config = json.loads(archive.read("config.json"))
-        sentence_config: dict[str, Any] = (
-            json.loads(archive.read("sentence_bert_config.json")) if "sentence_bert_config.json" in names else {}
-        )
-        pooling = json.loads(archive.read("1_Pooling/config.json")) if "1_Pooling/config.json" in names else {}
-        tokenizer = Tokenizer.from_str(archive.read("tokenizer.json").decode("utf-8"))
-        weights = load_safetensors(archive.read("model.safetensors"))
-
+    config, sentence_config, pooling, tokenizer, weights = _read_archive(zip_path)
     if config.get("hidden_size") != DIMENSIONS or config.get("hidden_act", "gelu") != "gelu":
         raise MiniLMUnavailableError(f"{zip_path} does not hold a {DIMENSIONS}-dimension gelu BERT model")
     if pooling and not pooling.get("pooling_mode_mean_tokens", True):
@@ -312,49 +301,74 @@ def _load(zip_path: Path) -> _Model:
 
     heads = int(config["num_attention_heads"])
     query_scale = np.float32(1.0 / math.sqrt(DIMENSIONS // heads))
-
-    def tensor(name: str) -> np.ndarray:
-        return np.ascontiguousarray(weights[name], dtype=np.float32)
-
-    def dense(name: str) -> np.ndarray:
-        """A torch Linear's (out, in) weight as a contiguous (in, out) matrix for `x @ w`."""
-        return np.ascontiguousarray(weights[f"{name}.weight"].T, dtype=np.float32)
-
-    layers = []
-    for index in range(int(config["num_hidden_layers"])):
-        prefix = f"encoder.layer.{index}"
-        attention = f"{prefix}.attention.self"
-        # One (384, 3 * 384) matmul for queries, keys and values; queries carry 1/sqrt(head_size).
-        qkv_w = [dense(f"{attention}.{part}") for part in ("query", "key", "value")]
-        qkv_b = [tensor(f"{attention}.{part}.bias") for part in ("query", "key", "value")]
-        qkv_w[0] *= query_scale
-        qkv_b[0] *= query_scale
-        layers.append(
-            _Layer(
-                qkv_w=np.ascontiguousarray(np.concatenate(qkv_w, axis=1)),
-                qkv_b=np.concatenate(qkv_b),
-                attn_out_w=dense(f"{prefix}.attention.output.dense"),
-                attn_out_b=tensor(f"{prefix}.attention.output.dense.bias"),
-                attn_ln_w=tensor(f"{prefix}.attention.output.LayerNorm.weight"),
-                attn_ln_b=tensor(f"{prefix}.attention.output.LayerNorm.bias"),
-                ffn_in_w=dense(f"{prefix}.intermediate.dense"),
-                ffn_in_b=tensor(f"{prefix}.intermediate.dense.bias"),
-                ffn_out_w=dense(f"{prefix}.output.dense"),
-                ffn_out_b=tensor(f"{prefix}.output.dense.bias"),
-                ffn_ln_w=tensor(f"{prefix}.output.LayerNorm.weight"),
-                ffn_ln_b=tensor(f"{prefix}.output.LayerNorm.bias"),
-            )
-        )
-
     return _Model(
         tokenizer=tokenizer,
-        word_embeddings=tensor("embeddings.word_embeddings.weight"),
-        position_embeddings=tensor("embeddings.position_embeddings.weight")[:max_seq_length]
-        + tensor("embeddings.token_type_embeddings.weight")[0],
-        embed_ln_w=tensor("embeddings.LayerNorm.weight"),
-        embed_ln_b=tensor("embeddings.LayerNorm.bias"),
-        layers=tuple(layers),
+        word_embeddings=_tensor(weights, "embeddings.word_embeddings.weight"),
+        position_embeddings=_tensor(weights, "embeddings.position_embeddings.weight")[:max_seq_length]
+        + _tensor(weights, "embeddings.token_type_embeddings.weight")[0],
+        embed_ln_w=_tensor(weights, "embeddings.LayerNorm.weight"),
+        embed_ln_b=_tensor(weights, "embeddings.LayerNorm.bias"),
+        layers=tuple(_layer(weights, index, query_scale) for index in range(int(config["num_hidden_layers"]))),
         heads=heads,
         eps=float(config.get("layer_norm_eps", 1e-12)),
         max_seq_length=max_seq_length,
     )
+
+
+def _read_archive(
+    zip_path: Path,
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], Tokenizer, dict[str, np.ndarray]]:
+    """The model's config, sentence-transformers' and pooling's configs (empty when absent),
+    its tokenizer and its weights, read from the zip in memory."""
+    from safetensors.numpy import load as load_safetensors
+    from tokenizers import Tokenizer
+
+    with zipfile.ZipFile(zip_path) as archive:
+        names = set(archive.namelist())
+        config = json.loads(archive.read("config.json"))
+        sentence_config: dict[str, Any] = (
+            json.loads(archive.read("sentence_bert_config.json")) if "sentence_bert_config.json" in names else {}
+        )
+        pooling = json.loads(archive.read("1_Pooling/config.json")) if "1_Pooling/config.json" in names else {}
+        tokenizer = Tokenizer.from_str(archive.read("tokenizer.json").decode("utf-8"))
+        weights = load_safetensors(archive.read("model.safetensors"))
+    return config, sentence_config, pooling, tokenizer, weights
+
+
+def _layer(weights: dict[str, np.ndarray], index: int, query_scale: np.float32) -> _Layer:
+    import numpy as np
+
+    prefix = f"encoder.layer.{index}"
+    attention = f"{prefix}.attention.self"
+    # One (384, 3 * 384) matmul for queries, keys and values; queries carry 1/sqrt(head_size).
+    qkv_w = [_dense(weights, f"{attention}.{part}") for part in ("query", "key", "value")]
+    qkv_b = [_tensor(weights, f"{attention}.{part}.bias") for part in ("query", "key", "value")]
+    qkv_w[0] *= query_scale
+    qkv_b[0] *= query_scale
+    return _Layer(
+        qkv_w=np.ascontiguousarray(np.concatenate(qkv_w, axis=1)),
+        qkv_b=np.concatenate(qkv_b),
+        attn_out_w=_dense(weights, f"{prefix}.attention.output.dense"),
+        attn_out_b=_tensor(weights, f"{prefix}.attention.output.dense.bias"),
+        attn_ln_w=_tensor(weights, f"{prefix}.attention.output.LayerNorm.weight"),
+        attn_ln_b=_tensor(weights, f"{prefix}.attention.output.LayerNorm.bias"),
+        ffn_in_w=_dense(weights, f"{prefix}.intermediate.dense"),
+        ffn_in_b=_tensor(weights, f"{prefix}.intermediate.dense.bias"),
+        ffn_out_w=_dense(weights, f"{prefix}.output.dense"),
+        ffn_out_b=_tensor(weights, f"{prefix}.output.dense.bias"),
+        ffn_ln_w=_tensor(weights, f"{prefix}.output.LayerNorm.weight"),
+        ffn_ln_b=_tensor(weights, f"{prefix}.output.LayerNorm.bias"),
+    )
+
+
+def _tensor(weights: dict[str, np.ndarray], name: str) -> np.ndarray:
+    import numpy as np
+
+    return np.ascontiguousarray(weights[name], dtype=np.float32)
+
+
+def _dense(weights: dict[str, np.ndarray], name: str) -> np.ndarray:
+    """A torch Linear's (out, in) weight as a contiguous (in, out) matrix for `x @ w`."""
+    import numpy as np
+
+    return np.ascontiguousarray(weights[f"{name}.weight"].T, dtype=np.float32)
