@@ -1,4 +1,8 @@
-"""Serve the offline coach until SIGTERM or Ctrl-C: `python -m offline_coach [--host H] [--port P]`."""
+"""Serve the offline coach until SIGTERM or Ctrl-C:
+`python -m offline_coach [--host H] [--port P] [--quirk NAME ...]`.
+
+A quirk makes it behave as some real servers do (offline_coach/quirks.py), to try the app
+and `check_model` against them."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import sys
 import threading
 
 from offline_coach import minilm
+from offline_coach.quirks import QUIRKS
 from offline_coach.server import ModelServer
 
 DEFAULT_HOST = "127.0.0.1"
@@ -20,12 +25,17 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m offline_coach", description=__doc__)
     parser.add_argument("--host", default=DEFAULT_HOST)
     parser.add_argument("--port", type=int, default=DEFAULT_PORT)
+    parser.add_argument(
+        "--quirk", action="append", default=[], choices=sorted(QUIRKS), help="behave as some real servers do"
+    )
     options = parser.parse_args(argv)
     stop = threading.Event()
     # The run command stops its children with SIGTERM; Ctrl-C does the same when run alone.
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    server = ModelServer(host=options.host, port=options.port, chunk_delay_seconds=CHUNK_DELAY_SECONDS).start()
+    server = ModelServer(
+        host=options.host, port=options.port, chunk_delay_seconds=CHUNK_DELAY_SECONDS, quirks=options.quirk
+    ).start()
     # Load the embedding model now, beside the server, so the first save does not wait for it.
     threading.Thread(target=minilm.preload, name="load-minilm", daemon=True).start()
     try:

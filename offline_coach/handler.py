@@ -131,6 +131,11 @@ class _Handler(BaseHTTPRequestHandler):
             return
         model = str(body.get("model") or wire.CHAT_MODEL)
         stream = bool(body.get("stream"))
+        served = self.server.coach.served(body)
+        if isinstance(served, Failure):
+            self._send_error(served.status, served.message)
+            return
+        body = served
         try:
             answer = self.server.coach.answer_for(body)
         except Exception:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import UTC, date, datetime
 from typing import Any, Self
 
@@ -21,6 +21,7 @@ from offline_coach.brain import respond
 from offline_coach.handler import CoachHTTPServer
 from offline_coach.prefix_cache import PrefixCache
 from offline_coach.prompt import system_text
+from offline_coach.quirks import as_served, checked
 from offline_coach.reply import Reply, ToolCall
 from offline_coach.routes import CHAT_PATH, EMBEDDINGS_PATH
 from offline_coach.script import Answer, Drop, Failure, RawStream, RecordedRequest, Script, Scripted
@@ -52,8 +53,11 @@ class ModelServer:
         chunk_delay_seconds: float = 0.0,
         embedding_delay_seconds: float = 0.0,
         today: Callable[[], date] = _utc_today,
+        quirks: Collection[str] = (),
     ) -> None:
         self.scripted = scripted
+        # Ways of a real server's it takes on (offline_coach/quirks.py), none by default.
+        self.quirks = checked(quirks)
         # A slow embedding provider, for tests of what waits on one.
         self.embedding_delay_seconds = embedding_delay_seconds
         self.host = host
@@ -178,6 +182,10 @@ class ModelServer:
         return system_text(body.get("messages") or [])
 
     # For the request handler ---------------------------------------------------------
+
+    def served(self, body: dict[str, Any]) -> dict[str, Any] | Failure:
+        """The request as this server's quirks hand it to the coach, or their refusal of it."""
+        return as_served(body, self.quirks)
 
     def answer_for(self, body: dict[str, Any]) -> Scripted:
         """What a chat completion request gets: the next scripted item, else the rule-based coach."""
