@@ -12,6 +12,7 @@ from django.core.management import CommandError, call_command
 
 from infra import llm
 from offline_coach import ModelServer
+from offline_coach.quirks import DROPS_SYSTEM_PROMPT, TOOLS_ONLY_WHEN_FORCED
 from tests.providers.replay import stream_events
 
 SHOULDER = {"key": "left-shoulder", "summary": "Bad left shoulder"}
@@ -40,9 +41,11 @@ def test_the_offline_coach_passes_and_its_capabilities_are_printed(model_server:
     assert time.monotonic() - started < 60
     assert f"Model server: {model_server.base_url}" in printed
     assert "ok    chat streaming: the reply came in" in printed and "with token usage" in printed
+    assert "ok    system prompt: " in printed and "prompt tokens counted for a prompt of about" in printed
     assert "ok    tool calling: a forced save_memory call, with JSON arguments" in printed
-    assert "ok    parallel tool calls: 2 calls in one response" in printed
+    assert "ok    tools left to choose: 2 calls in one response (parallel)" in printed
     assert "ok    each call once: no tool call came twice" in printed
+    assert "ok    prompt cache: a repeated prompt: " in printed and "tokens read from the server's cache" in printed
     assert "ok    embeddings: 2 vectors of" in printed
     assert "Fallbacks the app will use with this server: none" in printed
     assert "Token usage: counted by the server" in printed
@@ -68,7 +71,10 @@ def test_a_server_that_never_calls_tools_fails_saying_memory_will_not_work(model
     printed = out.getvalue()
     assert "ok    chat streaming" in printed
     assert "FAIL  tool calling" in printed
-    assert "note  parallel tool calls: 0 call(s) for two facts" in printed
+    assert (
+        'FAIL  tools left to choose: offered the tools as a turn offers them (tool_choice "auto"), the model '
+        "called none:" in printed
+    )
     assert "ok    embeddings" in printed
 
 
@@ -84,8 +90,8 @@ def test_a_server_that_refuses_tools_offered_as_a_turn_offers_them_fails(model_s
         call_command("check_model", stdout=out)
 
     assert "Memory will not work with this server." in str(failure.value)
-    assert "parallel tool calls: the model answered 400" in str(failure.value)
-    assert "FAIL  parallel tool calls" in out.getvalue()
+    assert "tools left to choose: the model answered 400" in str(failure.value)
+    assert "FAIL  tools left to choose" in out.getvalue()
     assert model_server.chat_requests()[2]["tool_choice"] == "auto"
 
 
@@ -111,7 +117,7 @@ def test_the_fallbacks_learned_from_the_server_are_printed(model_server: ModelSe
     assert printed.rstrip().endswith("Memory will work with this server.")
 
 
-def test_a_server_that_streams_each_call_in_both_dialects_is_noted_and_each_call_taken_once(
+def test_llama_cpp_pythons_server_is_said_to_call_tools_only_when_forced_and_its_doubled_pieces_noted(
     model_server: ModelServer,
 ) -> None:
     # llama-cpp-python's server: a forced call comes as tool_calls and again as the legacy
@@ -119,16 +125,47 @@ def test_a_server_that_streams_each_call_in_both_dialects_is_noted_and_each_call
     model_server.queue_raw_stream(stream_events("llama_cpp_python", "chat_text.sse"))
     model_server.queue_raw_stream(stream_events("llama_cpp_python", "chat_one_call.sse"))
     model_server.queue_raw_stream(stream_events("llama_cpp_python", "chat_text.sse"))
+    out = StringIO()
 
-    printed = check_model()
+    with pytest.raises(CommandError) as failure:
+        call_command("check_model", stdout=out)
 
+    printed = out.getvalue()
     assert "ok    tool calling: a forced save_memory call, with JSON arguments" in printed
+    assert (
+        'FAIL  tools left to choose: offered the tools as a turn offers them (tool_choice "auto"), the model '
+        "called none, though it called one when told which: this server calls tools only when forced, so the "
+        "coach would never remember"
+    ) in printed
+    assert "this server calls tools only when forced" in str(failure.value)
     assert (
         "note  each call once: the server streams each tool-call piece twice, in tool_calls and again as "
         "the legacy function_call; the app ignores the copy, so each call is applied once"
     ) in printed
+    assert "note  system prompt: not known: the server reports no prompt tokens" in printed
     assert "Token usage: estimated by the app" in printed
-    assert printed.rstrip().endswith("Memory will work with this server.")
+
+
+def test_a_server_that_drops_the_system_prompt_fails_saying_the_coach_would_not_see_its_memory(settings) -> None:
+    with ModelServer(quirks=[DROPS_SYSTEM_PROMPT]) as dropping:
+        settings.OPENAI_BASE_URL = dropping.base_url
+        out = StringIO()
+        with pytest.raises(CommandError) as failure:
+            call_command("check_model", stdout=out)
+
+    assert "FAIL  system prompt: the server counted " in out.getvalue()
+    assert "it ignores the system message, so the coach would not see its memory" in str(failure.value)
+
+
+def test_a_server_that_calls_tools_only_when_forced_fails_saying_so(settings) -> None:
+    with ModelServer(quirks=[TOOLS_ONLY_WHEN_FORCED]) as forced_only:
+        settings.OPENAI_BASE_URL = forced_only.base_url
+        out = StringIO()
+        with pytest.raises(CommandError) as failure:
+            call_command("check_model", stdout=out)
+
+    assert "ok    tool calling: a forced save_memory call" in out.getvalue()
+    assert "this server calls tools only when forced, so the coach would never remember" in str(failure.value)
 
 
 def test_a_server_that_sends_the_same_call_twice_is_noted_and_not_counted_as_parallel(
@@ -141,7 +178,7 @@ def test_a_server_that_sends_the_same_call_twice_is_noted_and_not_counted_as_par
     printed = check_model()
 
     assert "ok    tool calling: a forced save_memory call" in printed
-    assert "note  parallel tool calls: 1 call(s) for two facts" in printed
+    assert "note  tools left to choose: 1 call for two facts" in printed
     assert (
         "note  each call once: the server sent the same save_memory call twice in one response; the app "
         "applies each copy, and a write sent twice counts twice against MEMORY_MAX_WRITES_PER_TURN"

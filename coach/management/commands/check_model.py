@@ -1,10 +1,12 @@
 """`manage.py check_model`: can the coach remember things with the configured model server?
 
-Memory needs two things of a server: tool calls (the model saves, updates and recalls
-memories by calling the memory tools) and embeddings (the near-copy check and search).
-A server that streams words but never calls a tool gives a coach that answers and never
-remembers, which looks like a working app; this command says so in under a minute,
-before a person finds out. It talks to the model only: it never opens the database.
+Memory needs three things of a server: the system prompt read (the memory block is in
+it), tool calls when the model is left to choose (the model saves, updates and recalls
+memories by calling the memory tools, and a turn never forces one) and embeddings (the
+near-copy check and search). A server that streams words but drops the system prompt, or
+calls a tool only when told which, gives a coach that answers and never remembers, which
+looks like a working app; this command says so in under a minute, before a person finds
+out. It talks to the model only: it never opens the database.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from infra import llm
+from infra.tokens import estimate_tokens
 from memory.tool_schemas import tool_definitions
 
 # All the checks together, so the answer comes within a minute whatever the server does.
@@ -29,6 +32,18 @@ STEP_SECONDS = 20.0
 SAVE = "save_memory"
 EACH_ONCE = "each call once"
 SYSTEM = "You are a coach. When the person tells you something worth remembering, save it with save_memory."
+# A system prompt of a coach's length (a memory block's worth, about 1,000 tokens), so a
+# server that drops or cuts it shows in the prompt tokens it reports.
+LONG_SYSTEM = (
+    SYSTEM
+    + "\n\n# What you remember\n"
+    + "".join(
+        f"- note {n}: the person trains on {day}s and keeps a training log of every session.\n"
+        for n, day in enumerate(["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"] * 6)
+    )
+)
+# Reported prompt tokens below this share of the prompt's estimated size: it did not arrive.
+SYSTEM_READ_SHARE = 0.5
 # Statements any model that calls tools recognises as worth remembering.
 ONE_FACT = "Please remember this: I have a bad left shoulder, so no overhead pressing."
 TWO_FACTS = "Please remember two separate things: I have a bad left shoulder. I'm giving a talk in June."
@@ -47,9 +62,9 @@ class Finding:
 
 class Command(BaseCommand):
     help = (
-        "Check the configured model server: chat streaming, tool calling, parallel tool calls, no call "
-        "sent twice, and embeddings; print what it supports and which fallbacks the app uses; exit 1 if "
-        "memory cannot work."
+        "Check the configured model server: chat streaming, the system prompt read, tool calling (forced and "
+        "left to choose, parallel), no call sent twice, a prompt cache, and embeddings; print what it supports "
+        "and which fallbacks the app uses; exit 1 if memory cannot work."
     )
     # It never touches the database, so it skips the checks that might.
     requires_system_checks: list[str] = []
@@ -87,15 +102,23 @@ async def _all_checks() -> list[Finding]:
     deadline = time.monotonic() + TOTAL_SECONDS
     # What the two tool checks got back, for the check that no call came twice.
     with_tools: list[llm.ModelResponse] = []
+    streamed: list[llm.ModelResponse] = []
     findings = [
-        await _timed(_streaming, "chat streaming", deadline),
+        await _timed(partial(_streaming, streamed), "chat streaming", deadline),
+        _system_prompt_read(streamed),
         await _timed(partial(_forced_tool_call, with_tools), "tool calling", deadline),
-        # Essential when refused: a turn offers its tools exactly so (tool_choice "auto"), and
-        # some servers take a named call but refuse that (vLLM without auto tool choice).
-        await _timed(partial(_parallel_tool_calls, with_tools), "parallel tool calls", deadline),
+        # Essential when refused, or when nothing is called: a turn offers its tools exactly
+        # so (tool_choice "auto"), and some servers take a named call but refuse that (vLLM
+        # without auto tool choice) or never call a tool unless named (llama-cpp-python).
+        await _timed(partial(_tools_left_to_choose, with_tools), "tools left to choose", deadline),
     ]
     doubled = _each_call_once(with_tools)
-    return [*findings, *([doubled] if doubled else []), await _timed(_embeddings, "embeddings", deadline)]
+    return [
+        *findings,
+        *([doubled] if doubled else []),
+        await _timed(partial(_prompt_cache, streamed), "prompt cache", deadline),
+        await _timed(_embeddings, "embeddings", deadline),
+    ]
 
 
 async def _timed(check: Any, what: str, deadline: float) -> Finding:
@@ -113,10 +136,10 @@ async def _timed(check: Any, what: str, deadline: float) -> Finding:
 
 
 async def _response(
-    user_text: str, *, tools: list[dict[str, Any]] | None = None, tool_choice: Any = None
+    user_text: str, *, tools: list[dict[str, Any]] | None = None, tool_choice: Any = None, system: str = SYSTEM
 ) -> tuple[llm.ModelResponse, int]:
     """The whole response and how many pieces of words it came in."""
-    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user_text}]
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": user_text}]
     pieces = 0
     response: llm.ModelResponse | None = None
     async for piece in llm.stream_chat(messages, tools=tools, tool_choice=tool_choice):
@@ -128,13 +151,55 @@ async def _response(
     return response, pieces
 
 
-async def _streaming() -> Finding:
-    response, pieces = await _response("Say hello in one short sentence.")
+HELLO = "Say hello in one short sentence."
+
+
+async def _streaming(seen: list[llm.ModelResponse]) -> Finding:
+    response, pieces = await _response(HELLO, system=LONG_SYSTEM)
+    seen.append(response)
     if not response.text.strip():
         return Finding("chat streaming", False, "the server streamed no words")
     usage = "with" if response.usage else "without"
     detail = f"the reply came in {pieces} pieces, {usage} token usage"
     return Finding("chat streaming", True, detail, usage_counted=response.usage is not None)
+
+
+def _system_prompt_read(streamed: list[llm.ModelResponse]) -> Finding:
+    """Whether the prompt tokens the server reports say the system prompt reached the model:
+    some chat templates have no system role and drop it, memory block and all, silently."""
+    what = "system prompt"
+    sent = estimate_tokens(LONG_SYSTEM) + estimate_tokens(HELLO)
+    usage = streamed[0].usage if streamed else None
+    if usage is None:
+        return Finding(what, False, "not known: the server reports no prompt tokens", essential=False)
+    if usage.prompt_tokens < SYSTEM_READ_SHARE * sent:
+        return Finding(
+            what,
+            False,
+            f"the server counted {usage.prompt_tokens:,} prompt tokens for a prompt of about {sent:,}: it ignores "
+            "the system message, so the coach would not see its memory",
+        )
+    return Finding(what, True, f"{usage.prompt_tokens:,} prompt tokens counted for a prompt of about {sent:,}")
+
+
+async def _prompt_cache(streamed: list[llm.ModelResponse]) -> Finding:
+    """The first request again: does the server say it read the repeated prompt from a cache?
+    A conversation's prompt repeats every turn (DESIGN.md section 3.3), so a cache pays."""
+    what = "prompt cache"
+    if not streamed or streamed[0].usage is None:
+        return Finding(what, False, "not known: the server reports no prompt tokens", essential=False)
+    response, _ = await _response(HELLO, system=LONG_SYSTEM)
+    usage = response.usage
+    if usage is None or usage.cached_tokens is None:
+        return Finding(
+            what, False, "the server reports no cached tokens: each turn's prompt is read in full", essential=False
+        )
+    return Finding(
+        what,
+        usage.cached_tokens > 0,
+        f"a repeated prompt: {usage.cached_tokens:,} of {usage.prompt_tokens:,} tokens read from the server's cache",
+        essential=False,
+    )
 
 
 async def _forced_tool_call(seen: list[llm.ModelResponse]) -> Finding:
@@ -152,18 +217,27 @@ async def _forced_tool_call(seen: list[llm.ModelResponse]) -> Finding:
     return Finding("tool calling", True, f"a forced {SAVE} call, with JSON arguments")
 
 
-async def _parallel_tool_calls(seen: list[llm.ModelResponse]) -> Finding:
+async def _tools_left_to_choose(seen: list[llm.ModelResponse]) -> Finding:
+    forced_worked = bool(seen and any(call.name == SAVE for call in seen[0].tool_calls))
     response, _ = await _response(TWO_FACTS, tools=tool_definitions(), tool_choice="auto")
     seen.append(response)
     # A call sent twice over is not a second call.
     calls = len({(call.name, call.arguments) for call in response.tool_calls})
     if calls >= 2:
-        return Finding("parallel tool calls", True, f"{calls} calls in one response", essential=False)
+        return Finding("tools left to choose", True, f"{calls} calls in one response (parallel)", essential=False)
+    if calls == 1:
+        return Finding(
+            "tools left to choose",
+            False,
+            "1 call for two facts: memories are saved one round at a time (slower, still works)",
+            essential=False,
+        )
+    told = ", though it called one when told which" if forced_worked else ""
     return Finding(
-        "parallel tool calls",
+        "tools left to choose",
         False,
-        f"{calls} call(s) for two facts: memories are saved one round at a time (slower, still works)",
-        essential=False,
+        f'offered the tools as a turn offers them (tool_choice "auto"), the model called none{told}: '
+        "this server calls tools only when forced, so the coach would never remember",
     )
 
 
