@@ -28,7 +28,7 @@ from infra.dbsteps import release_connection
 from infra.llm_fallbacks import Fallback as Fallback
 from infra.llm_fallbacks import fallbacks_in_use as fallbacks_in_use
 from infra.llm_fallbacks import forget_fallbacks as forget_fallbacks
-from infra.llm_fallbacks import sent_with_fallbacks, sent_with_fallbacks_async
+from infra.llm_fallbacks import notice_system_prompt_dropped, sent_with_fallbacks, sent_with_fallbacks_async
 from infra.llm_fallbacks import server_base_url as server_base_url
 from infra.stream_assembly import ToolCallAssembler
 
@@ -108,12 +108,7 @@ async def stream_chat(
         # as plain JSON. create() would first walk the body against its TypedDicts and
         # build a model object for every token: for a long prompt and five tool schemas
         # that cost more CPU than all the rest of a turn. Same HTTP, same SSE decoding.
-        stream = await sent_with_fallbacks_async(
-            arguments,
-            lambda body: _async_client().post(
-                "/chat/completions", body=body, cast_to=object, stream=True, stream_cls=openai.AsyncStream[object]
-            ),
-        )
+        stream = await sent_with_fallbacks_async(arguments, _chat_posted)
         async for chunk in stream:
             usage = _usage_in(chunk) or usage
             delta, finished = _delta_of(chunk)
@@ -125,7 +120,31 @@ async def stream_chat(
             finish_reason = finished or finish_reason
     except openai.OpenAIError as error:
         raise as_llm_error(error) from error
+    if usage is not None:
+        notice_system_prompt_dropped(messages, usage.prompt_tokens)
     yield _whole_response("".join(text), calls, finish_reason, usage)
+
+
+async def _chat_posted(body: dict[str, Any]) -> AsyncIterator[object]:
+    """The request sent: its stream of chunks, or (where a fallback asks for a round
+    unstreamed) the whole completion as the one chunk its stream would add up to."""
+    client = _async_client()
+    if body.get("stream"):
+        stream: AsyncIterator[object] = await client.post(
+            "/chat/completions", body=body, cast_to=object, stream=True, stream_cls=openai.AsyncStream[object]
+        )
+        return stream
+    return _as_one_chunk(await client.post("/chat/completions", body=body, cast_to=object))
+
+
+async def _as_one_chunk(completion: object) -> AsyncIterator[object]:
+    choices = completion.get("choices") if isinstance(completion, dict) else None
+    choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+    message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+    calls = message.get("tool_calls") if isinstance(message.get("tool_calls"), list) else []
+    delta = {**message, "tool_calls": [{**call, "index": n} for n, call in enumerate(calls) if isinstance(call, dict)]}
+    usage = completion.get("usage") if isinstance(completion, dict) else None
+    yield {"choices": [{"index": 0, "delta": delta, "finish_reason": choice.get("finish_reason")}], "usage": usage}
 
 
 def _chat_arguments(
@@ -145,8 +164,9 @@ def _chat_arguments(
         # asked. The turn applies a batch of calls in order, each seeing the one before, so two
         # saves in one round cost one round trip, not two.
         arguments["parallel_tool_calls"] = True
-        if tool_choice is not None:
-            arguments["tool_choice"] = tool_choice
+        # Said outright too: "auto" is the API's default with tools, but some servers leave
+        # the tools out of the prompt unless a tool choice is given (llama-cpp-python's).
+        arguments["tool_choice"] = tool_choice if tool_choice is not None else "auto"
     return arguments
 
 
@@ -196,6 +216,8 @@ def complete(messages: list[dict[str, Any]]) -> str:
         )
     except openai.OpenAIError as error:
         raise as_llm_error(error) from error
+    if response.usage is not None:
+        notice_system_prompt_dropped(messages, response.usage.prompt_tokens)
     content = response.choices[0].message.content if response.choices else None
     if not content or not content.strip():
         raise LLMError("the model answered with nothing", retryable=True)

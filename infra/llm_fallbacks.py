@@ -1,7 +1,10 @@
 """Where model servers differ on the request: a parameter one accepts, another refuses with
-a 400. Each fallback is learned from the first refusal, per server (base URL and model),
-for the life of the process, and the request is sent again at once, so the person never
-sees it."""
+a 400 (or, for a stream with automatic tool choice, a 500 that says so). Each fallback is
+learned from the first refusal, per server (base URL and model), for the life of the
+process, and the request is sent again at once, so the person never sees it.
+
+Where a server takes a request and then does less than it asked: a system prompt that the
+reported prompt tokens say never reached the model is logged once per server."""
 
 from __future__ import annotations
 
@@ -15,6 +18,8 @@ from typing import Any
 import openai
 from django.conf import settings
 
+from infra.tokens import CHARS_PER_TOKEN, estimate_tokens
+
 logger = logging.getLogger(__name__)
 
 
@@ -25,6 +30,8 @@ class Fallback:
     refused: re.Pattern[str]
     # What the app does from then on, in words (the log, check_model).
     description: str
+    # The statuses a refusal comes with: a 400 (or 422) as a rule.
+    statuses: tuple[int, ...] = (400, 422)
 
 
 FALLBACKS = (
@@ -43,6 +50,15 @@ FALLBACKS = (
         re.compile(r"\b(stream_options|include_usage)\b"),
         "usage is not asked for in the stream (the server refused stream_options); tokens are estimated",
     ),
+    # llama-cpp-python's chatml-function-calling format refuses a stream with automatic tool
+    # choice, as an internal error (500) with these words; the same request unstreamed works.
+    Fallback(
+        "unstreamed-tool-rounds",
+        re.compile(r"automatic streaming tool choice", re.IGNORECASE),
+        "rounds that offer tools are asked unstreamed (the server refused automatic tool choice in a stream); "
+        "their words arrive at once",
+        statuses=(400, 422, 500),
+    ),
     # Last: "strict" is the likeliest word to turn up in a message about something else.
     Fallback(
         "no-strict",
@@ -51,6 +67,8 @@ FALLBACKS = (
     ),
 )
 _learned: dict[tuple[str, str], set[str]] = {}
+# The servers already said (in the log) to drop the system prompt.
+_warned_system_prompt: set[tuple[str, str]] = set()
 _learned_lock = threading.Lock()
 
 
@@ -78,6 +96,7 @@ def forget_fallbacks() -> None:
     """Start again from the full request with every server (a changed server, a test)."""
     with _learned_lock:
         _learned.clear()
+        _warned_system_prompt.clear()
 
 
 def _adapted(arguments: dict[str, Any], names: set[str]) -> dict[str, Any]:
@@ -88,6 +107,9 @@ def _adapted(arguments: dict[str, Any], names: set[str]) -> dict[str, Any]:
     if "max-completion-tokens" in names and "max_tokens" in body:
         body["max_completion_tokens"] = body.pop("max_tokens")
     if "no-stream-usage" in names:
+        body.pop("stream_options", None)
+    if "unstreamed-tool-rounds" in names and body.get("stream") and body.get("tool_choice") == "auto":
+        body["stream"] = False
         body.pop("stream_options", None)
     if "no-strict" in names and body.get("tools"):
         body["tools"] = [
@@ -101,14 +123,18 @@ def _adapted(arguments: dict[str, Any], names: set[str]) -> dict[str, Any]:
 
 def _fallback_for(error: openai.OpenAIError, body: dict[str, Any]) -> Fallback | None:
     """The fallback a refusal asks for: a 400 that names a field this request sent."""
-    if not isinstance(error, openai.APIStatusError) or error.status_code not in (400, 422):
+    if not isinstance(error, openai.APIStatusError):
         return None
     said = error.message
     if isinstance(error.body, dict):
         said = f"{said} {error.body.get('param') or ''} {error.body.get('message') or ''}"
     for fallback in FALLBACKS:
         # Only a fallback that would change this request: one it still carries the field of.
-        if fallback.refused.search(said) and _adapted(body, {fallback.name}) != body:
+        if (
+            error.status_code in fallback.statuses
+            and fallback.refused.search(said)
+            and _adapted(body, {fallback.name}) != body
+        ):
             return fallback
     return None
 
@@ -150,3 +176,38 @@ async def sent_with_fallbacks_async(arguments: dict[str, Any], send: Callable[[d
         except openai.OpenAIError as error:
             if not _learned_from(error, body):
                 raise
+
+
+# A system prompt this long or longer is the coach's (memory block and all); a server that
+# reports fewer prompt tokens than this share of the request dropped it, or most of it.
+SYSTEM_PROMPT_CHECKED_TOKENS = 200
+SYSTEM_PROMPT_READ_SHARE = 0.5
+
+
+def notice_system_prompt_dropped(messages: list[dict[str, Any]], prompt_tokens: int) -> bool:
+    """Log, once per server for the process's life, when a response's reported prompt tokens
+    say its long system prompt did not reach the model. Whether it looks dropped."""
+    system = "".join(
+        message["content"]
+        for message in messages
+        if message.get("role") in ("system", "developer") and isinstance(message.get("content"), str)
+    )
+    sent = sum(len(message["content"]) for message in messages if isinstance(message.get("content"), str))
+    if estimate_tokens(system) < SYSTEM_PROMPT_CHECKED_TOKENS or prompt_tokens >= SYSTEM_PROMPT_READ_SHARE * (
+        sent / CHARS_PER_TOKEN
+    ):
+        return False
+    server = _server()
+    with _learned_lock:
+        first = server not in _warned_system_prompt
+        _warned_system_prompt.add(server)
+    if first:
+        logger.warning(
+            "the model server at %s (model %s) counted %s prompt tokens for a prompt of about %s: it does not "
+            "read the system message, so the coach does not see its memory (bin/manage check_model says more)",
+            server[0],
+            server[1],
+            prompt_tokens,
+            round(sent / CHARS_PER_TOKEN),
+        )
+    return True

@@ -4,8 +4,9 @@ on so the app and `check_model` are tried against them without those servers.
 Each was seen with llama-cpp-python's server (0.3.x) and a small model: with its
 `chatml-function-calling` chat format it refuses automatic tool choice in a stream (an
 HTTP 500 saying so), and calls no tool unless one is named in `tool_choice`; with a chat
-format whose template has no system role, the system prompt never reaches the model (its
-usage counts only the rest).
+format whose template has neither a system role nor tools (`gemma`), the system prompt
+and the tools never reach the model (its usage counts only the rest: 24 tokens of a
+4,708-character system prompt).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from offline_coach.script import Failure
 TOOLS_ONLY_WHEN_FORCED = "tools-only-when-forced"
 # A streamed request with tools and an automatic tool choice is refused.
 REFUSES_STREAMED_AUTO_TOOL_CHOICE = "refuses-streamed-auto-tool-choice"
-# System (and developer) messages are dropped before the model reads the prompt.
+# A chat template with neither a system role nor tools: the system (and developer)
+# messages and the tool schemas are dropped before the model reads the prompt.
 DROPS_SYSTEM_PROMPT = "drops-system-prompt"
 QUIRKS = frozenset({TOOLS_ONLY_WHEN_FORCED, REFUSES_STREAMED_AUTO_TOOL_CHOICE, DROPS_SYSTEM_PROMPT})
 # llama-cpp-python's words for it, which its server sends as an internal server error.
@@ -46,6 +48,8 @@ def as_served(body: dict[str, Any], quirks: frozenset[str]) -> dict[str, Any] | 
         served.pop("tools", None)
         served.pop("tool_choice", None)
     if DROPS_SYSTEM_PROMPT in quirks:
+        served.pop("tools", None)
+        served.pop("tool_choice", None)
         messages = body.get("messages") or []
         served["messages"] = [m for m in messages if not (isinstance(m, dict) and m.get("role") in SYSTEM_ROLES)]
     return served

@@ -11,6 +11,7 @@ from django.core.cache import cache
 from playwright.sync_api import Page, Playwright, sync_playwright
 
 from accounts.models import User
+from infra import llm
 from offline_coach import ModelServer
 from tests.emails.smtp_sink import SmtpSink
 
@@ -82,6 +83,9 @@ def model_server(_model_server: ModelServer, settings) -> ModelServer:
 
     A test queues what the model answers and reads back every request the app sent."""
     _model_server.reset()
+    # What the gateway learned of a server lives as long as the process: each test starts
+    # from nothing.
+    llm.forget_fallbacks()
     settings.OPENAI_BASE_URL = _model_server.base_url
     settings.OPENAI_API_KEY = "test-key"
     settings.COACH_MODEL = "offline-coach"

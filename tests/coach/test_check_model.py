@@ -4,25 +4,16 @@ server the app is pointed at, and what it supports."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
 
-from infra import llm
 from offline_coach import ModelServer
 from offline_coach.quirks import DROPS_SYSTEM_PROMPT, TOOLS_ONLY_WHEN_FORCED
 from tests.providers.replay import stream_events
 
 SHOULDER = {"key": "left-shoulder", "summary": "Bad left shoulder"}
-
-
-@pytest.fixture(autouse=True)
-def _fresh_gateway() -> Iterator[None]:
-    llm.forget_fallbacks()
-    yield
-    llm.forget_fallbacks()
 
 
 def check_model() -> str:

@@ -4,29 +4,19 @@ shown in the admin: the provider's counts when it sends them, an estimate, marke
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
-import pytest
 from asgiref.sync import async_to_sync
 
 from accounts.models import User
 from coach.models import Message
 from coach.services import session_start
 from coach.turn import turn_run
-from infra import llm
 from infra.tokens import CHARS_PER_TOKEN
 from offline_coach import ModelServer
 from offline_coach.prompt import text_of
 from offline_coach.wire import count_tokens
 from tests.accounts.staff import staff_client
 from tests.coach.test_turn import SHOULDER_SAVE, ask
-
-
-@pytest.fixture(autouse=True)
-def _fresh_gateway() -> Iterator[None]:
-    llm.forget_fallbacks()
-    yield
-    llm.forget_fallbacks()
 
 
 def answer(user: User, text: str, session=None) -> Message:

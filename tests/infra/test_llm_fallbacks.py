@@ -4,7 +4,6 @@ that part at once, remembers the server's answer, and the person never sees the 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -23,14 +22,6 @@ REFUSED_MAX_TOKENS = (
     "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead."
 )
 REFUSED_PARALLEL = "Unrecognized request argument supplied: parallel_tool_calls"
-
-
-@pytest.fixture(autouse=True)
-def _fresh_gateway() -> Iterator[None]:
-    # What the gateway learned lives as long as the process: each test starts from nothing.
-    llm.forget_fallbacks()
-    yield
-    llm.forget_fallbacks()
 
 
 @pytest.fixture
