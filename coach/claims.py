@@ -41,6 +41,12 @@ logger = logging.getLogger(__name__)
 FAILED_RETRYABLE = "Your coach couldn't answer just now. Your message is saved: try again in a moment."
 FAILED_FOR_GOOD = "Your coach couldn't answer this message. It is saved; if trying again fails too, we are on it."
 FAILED_TOO_SLOW = "Your coach took too long to answer. Your message is saved: try again in a moment."
+REACHED_LENGTH = "This reply reached its length limit. Your coach can go on from where it stopped, or start again."
+# What the model is asked, after its part-reply, when the person has it go on.
+GO_ON = (
+    "(Your last reply stopped at its length limit, mid-way. Go on from exactly where it stopped: "
+    "do not repeat any of it and do not start again.)"
+)
 # Past its deadline a turn ends itself; the sweep leaves it this much longer to say so.
 TURN_GRACE_SECONDS = 30
 # A message no turn took this long after it began waiting never will (its web process
@@ -63,6 +69,9 @@ class Attempt:
     message_id: int
     session_id: int
     token: uuid.UUID
+    # The part-reply (stopped at its length limit) this attempt goes on from, if it does:
+    # its words open this attempt's reply, and it goes when the attempt finishes.
+    continues: Message | None = None
 
     @property
     def stream_holder(self) -> str:
@@ -114,8 +123,20 @@ def turn_begin(*, user_id: int, message_id: int, now: datetime) -> BegunTurn | N
         )
         user = message.session.user
         conversation = conversation_for_turn(user=user, message=message, now=now, earlier=earlier[::-1])
-    attempt = Attempt(message_id=message.pk, session_id=message.session_id, token=token)
+        continues = _part_reply_to_go_on_from(message)
+    if continues is not None:
+        conversation.messages.extend(
+            [{"role": "assistant", "content": continues.content}, {"role": "user", "content": GO_ON}]
+        )
+    attempt = Attempt(message_id=message.pk, session_id=message.session_id, token=token, continues=continues)
     return BegunTurn(user=user, message=message, conversation=conversation, attempt=attempt)
+
+
+def _part_reply_to_go_on_from(message: Message) -> Message | None:
+    if message.continues_reply_id is None:
+        return None
+    replies = Message.objects.filter(reply_to_id=message.pk, status=Status.LIMITED)
+    return replies.filter(pk=message.continues_reply_id).first()
 
 
 def turn_heartbeat(*, attempt: Attempt) -> bool:
@@ -131,10 +152,12 @@ def reply_save(
     the attempt no longer holds the message (swept, or retried meanwhile)."""
     now = now or timezone.now()
     reply = _reply(attempt, text=text, status=Status.COMPLETE, now=now, tokens=tokens)
-    if not reply_add_if_held(
-        message_id=attempt.message_id, session_id=attempt.session_id, token=attempt.token, reply=reply, now=now
-    ):
-        raise TurnLost(f"message {attempt.message_id} is no longer held by this attempt")
+    with transaction.atomic():
+        if not reply_add_if_held(
+            message_id=attempt.message_id, session_id=attempt.session_id, token=attempt.token, reply=reply, now=now
+        ):
+            raise TurnLost(f"message {attempt.message_id} is no longer held by this attempt")
+        _part_reply_replaced(attempt)
     return reply
 
 
@@ -146,15 +169,21 @@ def reply_of(*, attempt: Attempt) -> Message | None:
     return replies.order_by("-pk").first()
 
 
-def reply_fail(*, attempt: Attempt, error: str, partial_text: str = "", now: datetime | None = None) -> bool:
+def reply_fail(
+    *, attempt: Attempt, error: str, partial_text: str = "", now: datetime | None = None, limited: bool = False
+) -> bool:
     """The attempt failed: the message is kept (to retry), with any part of the reply,
-    marked interrupted so it is never taken for a whole one. Whether the attempt still
-    held the message (a late failure of a dead attempt changes nothing)."""
+    marked interrupted so it is never taken for a whole one, or `limited` when the model
+    stopped it at its length limit (the person may have it go on). Whether the attempt
+    still held the message (a late failure of a dead attempt changes nothing)."""
     now = now or timezone.now()
     with transaction.atomic():
-        failed = _held(attempt).update(status=Status.FAILED, error=error)
+        failed = _held(attempt).update(status=Status.FAILED, error=error, continues_reply_id=None)
+        if failed:
+            _part_reply_replaced(attempt)
         if failed and partial_text.strip():
-            _reply_create(attempt, text=partial_text, status=Status.INTERRUPTED, now=now)
+            status = Status.LIMITED if limited else Status.INTERRUPTED
+            _reply_create(attempt, text=partial_text, status=status, now=now)
     return bool(failed)
 
 
@@ -170,7 +199,9 @@ def reply_stop(*, attempt: Attempt, partial_text: str, now: datetime | None = No
     still held the message."""
     now = now or timezone.now()
     with transaction.atomic():
-        answered = _held(attempt).update(status=Status.ANSWERED, error="")
+        answered = _held(attempt).update(status=Status.ANSWERED, error="", continues_reply_id=None)
+        if answered:
+            _part_reply_replaced(attempt)
         if answered and partial_text.strip():
             _reply_create(attempt, text=partial_text.strip(), status=Status.STOPPED, now=now)
             ChatSession.objects.filter(pk=attempt.session_id).update(last_message_at=now, updated_at=now)
@@ -183,10 +214,31 @@ def message_retry(*, message: Message, now: datetime | None = None) -> bool:
     from now: the sweep judges the retry by when it was asked for."""
     with transaction.atomic():
         reset = Message.objects.filter(pk=message.pk, status=Status.FAILED).update(
-            status=Status.PENDING, error="", claimed_at=None, waiting_since=now or timezone.now()
+            status=Status.PENDING,
+            error="",
+            claimed_at=None,
+            waiting_since=now or timezone.now(),
+            continues_reply_id=None,
         )
         if reset:
-            Message.objects.filter(reply_to=message, status=Status.INTERRUPTED).delete()
+            Message.objects.filter(reply_to=message, status__in=[Status.INTERRUPTED, Status.LIMITED]).delete()
+    return reset == 1
+
+
+def message_continue(*, message: Message, now: datetime | None = None) -> bool:
+    """Have the coach go on from a reply it stopped at its length limit: a new attempt, whose
+    reply opens with the words so far. False (nothing done) unless the message failed so."""
+    with transaction.atomic():
+        limited = Message.objects.filter(reply_to=message, status=Status.LIMITED).order_by("-pk").first()
+        if limited is None:
+            return False
+        reset = Message.objects.filter(pk=message.pk, status=Status.FAILED).update(
+            status=Status.PENDING,
+            error="",
+            claimed_at=None,
+            waiting_since=now or timezone.now(),
+            continues_reply_id=limited.pk,
+        )
     return reset == 1
 
 
@@ -253,9 +305,11 @@ def _sweep_one(turn: _Running, *, now: datetime) -> bool:
         # Only if nothing moved since it was read: a turn that beat meanwhile lives on.
         failed = Message.objects.filter(
             pk=turn.pk, status=Status.ANSWERING, attempt=turn.attempt, heartbeat_at=turn.heartbeat_at
-        ).update(status=Status.FAILED, error="the turn stopped with its process")
+        ).update(status=Status.FAILED, error="the turn stopped with its process", continues_reply_id=None)
         if failed and partial.strip() and turn.attempt is not None:
             attempt = Attempt(message_id=turn.pk, session_id=turn.session_id, token=turn.attempt)
+            # The words so far open with those of a part-reply it went on from, if any.
+            Message.objects.filter(reply_to_id=turn.pk, status=Status.LIMITED).delete()
             _reply_create(attempt, text=partial, status=Status.INTERRUPTED, now=now)
     if failed and turn.attempt is not None:
         logger.warning("message %s: its turn's process is gone; failed, retryable", turn.pk)
@@ -263,6 +317,14 @@ def _sweep_one(turn: _Running, *, now: datetime) -> bool:
         with contextlib.suppress(RedisError):
             streams.reply_end_for(turn.pk, turn.attempt.hex, streams.FAILED, {"message": FAILED_RETRYABLE})
     return bool(failed)
+
+
+def _part_reply_replaced(attempt: Attempt) -> None:
+    """The part-reply an attempt went on from goes when the attempt ends: its words are in
+    the attempt's own reply (whole, stopped, cut off or limited again)."""
+    if attempt.continues is not None:
+        Message.objects.filter(pk=attempt.continues.pk, status=Status.LIMITED).delete()
+        Message.objects.filter(pk=attempt.message_id).update(continues_reply_id=None)
 
 
 def _held(attempt: Attempt) -> QuerySet[Message]:

@@ -85,6 +85,9 @@ class Message(models.Model):
         COMPLETE = "complete"
         INTERRUPTED = "interrupted"
         STOPPED = "stopped"
+        # A reply the model stopped at its length limit (COACH_MAX_TOKENS): kept, marked so,
+        # and the person may have the coach go on from it.
+        LIMITED = "limited"
 
     session = models.ForeignKey(ChatSession, on_delete=models.DB_CASCADE, related_name="messages")
     role = models.CharField(max_length=16, choices=Role.choices)
@@ -108,6 +111,10 @@ class Message(models.Model):
     claimed_at = models.DateTimeField(null=True, blank=True)
     claimed_by = models.CharField(max_length=200, blank=True, default="")
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # For a person's message whose reply stopped at its length limit: that part-reply, when
+    # the person asked the coach to go on from it. Read with the claim, so a turn that is not
+    # a continuation costs no query to learn so.
+    continues_reply_id = models.BigIntegerField(null=True, blank=True)
     # For a reply: the tokens its turn cost, summed over the turn's model rounds (the memory
     # tools' rounds included), so an operator sees what memory costs. Estimated when the
     # provider did not say, and then marked so.

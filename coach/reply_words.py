@@ -42,6 +42,7 @@ class ReplyWords:
         self._parts: list[str] = []
         self._unsent: list[str] = []
         self._new_round = False
+        self._resumed = False
         self._stream_down = False
         self._last_write = 0.0
         # Writes keep their order: a delayed write and the next one never overtake.
@@ -56,7 +57,16 @@ class ReplyWords:
         except RedisError as error:
             self._down(error)
 
+    async def resume(self, text: str) -> None:
+        """Open with the words of a part-reply this attempt goes on from: its readers see
+        them first, and the model's next words carry on the same paragraph."""
+        await self.add(text)
+        self._resumed = True
+
     def next_round(self) -> None:
+        if self._resumed:
+            self._resumed = False
+            return
         self._new_round = bool(self._parts)
 
     async def add(self, text: str) -> None:

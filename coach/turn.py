@@ -41,6 +41,7 @@ from coach.claims import (
     FAILED_FOR_GOOD,
     FAILED_RETRYABLE,
     FAILED_TOO_SLOW,
+    REACHED_LENGTH,
     Attempt,
     BegunTurn,
     ReplyTokens,
@@ -71,6 +72,10 @@ logger = logging.getLogger(__name__)
 
 class _TooSlow(TimeoutError):
     """The model did not start answering in time."""
+
+
+class ReachedLength(Exception):
+    """The model's words stopped at the reply's length limit (finish_reason "length")."""
 
 
 # The turns this process has started, by message, until each ends.
@@ -136,6 +141,8 @@ async def _answer(begun: BegunTurn) -> None:
         message_id=message.pk,
     )
     await words.begin()
+    if attempt.continues is not None:
+        await words.resume(attempt.continues.content)
     async with life.beating():
         try:
             async with asyncio.timeout(settings.COACH_TURN_DEADLINE_SECONDS):
@@ -147,6 +154,11 @@ async def _answer(begun: BegunTurn) -> None:
                 raise LLMError("the model answered with no words", retryable=True)
             life.finishing()
             reply = await _reply_saved(attempt, words.text.strip(), usage.tokens())
+        except ReachedLength:
+            life.finishing()
+            logger.info("the reply to message %s reached its length limit", message.pk)
+            await recorded(reply_fail, attempt=attempt, error=REACHED_LENGTH, partial_text=words.text, limited=True)
+            await _append(attempt, streams.FAILED, {"message": REACHED_LENGTH, "limited": True})
         except Stopped:
             life.finishing()
             if not await recorded(reply_stop, attempt=attempt, partial_text=words.text):
@@ -240,6 +252,9 @@ async def _converse(
         words.next_round()
         response = await _one_response(messages, tools=tools, on_text=words.add, stop=stop)
         usage.add(response, messages, tools)
+        if response.finish_reason == "length" and not response.tool_calls:
+            # Words the server stopped at COACH_MAX_TOKENS are never passed off as whole.
+            raise ReachedLength
         if not response.tool_calls or last_round:
             # Tool calls in the last round are not run; without words, the turn fails.
             return

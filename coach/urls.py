@@ -15,6 +15,7 @@ urlpatterns = [
     path("chat/<int:pk>/messages/<int:message_pk>/reply", streams.reply_stream, name="reply_stream"),
     path("chat/<int:pk>/messages/<int:message_pk>/retry", pages.reply_retry, name="reply_retry"),
     path("chat/<int:pk>/messages/<int:message_pk>/stop", pages.reply_stop, name="reply_stop"),
+    path("chat/<int:pk>/messages/<int:message_pk>/continue", pages.reply_continue, name="reply_continue"),
     path("chat/<int:pk>/end", pages.session_close, name="session_end"),
     path("healthz", health.healthz, name="healthz"),
     path("livez", health.livez, name="livez"),

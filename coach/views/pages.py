@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -25,7 +26,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from redis import RedisError
 
 from coach import streams
-from coach.claims import message_retry
+from coach.claims import message_continue, message_retry
 from coach.limits import within_rate
 from coach.middleware import cannot_save, when_writes_refused
 from coach.models import ChatSession, Message
@@ -187,19 +188,31 @@ def exchange(request: HttpRequest, pk: int, message_pk: int) -> HttpResponse:
 @require_POST
 def reply_retry(request: HttpRequest, pk: int, message_pk: int) -> HttpResponse:
     """Ask for the reply again; the person's message is not sent a second time."""
+    return _answered_again(request, pk, message_pk, message_retry)
+
+
+@login_required
+@require_POST
+def reply_continue(request: HttpRequest, pk: int, message_pk: int) -> HttpResponse:
+    """Have the coach go on from a reply it stopped at its length limit: a new attempt whose
+    reply opens with the words so far."""
+    return _answered_again(request, pk, message_pk, message_continue)
+
+
+def _answered_again(request: HttpRequest, pk: int, message_pk: int, ask: Callable[..., bool]) -> HttpResponse:
     message = get_object_or_404(_people_messages(request, pk), pk=message_pk)
-    if message_retry(message=message):
+    if ask(message=message):
         try:
             streams.reply_forget(message.pk)
         except RedisError:
-            # Redis is away: a reader may be shown the failed attempt until it expires, and
+            # Redis is away: a reader may be shown the earlier attempt until it expires, and
             # a reload shows the new reply from the database once it is saved.
-            logger.warning("the failed reply to message %s could not be cleared from its stream", message.pk)
+            logger.warning("the earlier reply to message %s could not be cleared from its stream", message.pk)
         turn_start(user_id=request.user.pk, message_id=message.pk)
     message.refresh_from_db()
     if not request.htmx:
         return redirect("session", pk=pk)
-    # Retried here, or already by another tab: either way the page is shown it as it is now.
+    # Asked again here, or already by another tab: either way the page is shown it as it is now.
     context = {"session": message.session, "exchange": _as_shown(request, message)}
     return render(request, "coach/chat.html#exchange", context)
 

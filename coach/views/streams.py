@@ -31,7 +31,7 @@ from django.views.decorators.http import require_GET
 from redis import RedisError
 
 from coach import streams
-from coach.claims import FAILED_RETRYABLE
+from coach.claims import FAILED_RETRYABLE, REACHED_LENGTH
 from coach.models import Message
 from coach.rendering import render_reply
 from coach.selectors import message_to_follow_in, message_to_follow_with_login, sessions_for_user
@@ -195,9 +195,14 @@ class _Urls:
     """Links the page needs beside an event: where to retry, view or undo."""
 
     def __init__(self, message: Message) -> None:
-        self._retry = reverse("reply_retry", kwargs={"pk": message.session_id, "message_pk": message.pk})
+        kwargs = {"pk": message.session_id, "message_pk": message.pk}
+        self._retry = reverse("reply_retry", kwargs=kwargs)
+        self._exchange = reverse("exchange", kwargs=kwargs)
 
     def complete(self, kind: str, data: dict[str, Any]) -> dict[str, Any]:
+        if kind == streams.FAILED and data.get("limited"):
+            # Go on, or start again: the page shows the exchange as it is now, with both.
+            return {**data, "retry_url": self._retry, "exchange_url": self._exchange}
         if kind == streams.FAILED and not data.get("gone"):
             # What is gone cannot be asked again.
             return {**data, "retry_url": self._retry}
@@ -247,6 +252,8 @@ def _outcome_of(message_id: int) -> tuple[str, dict[str, Any]] | None:
     if status in (Message.Status.PENDING, Message.Status.ANSWERING):
         return None
     if status == Message.Status.FAILED:
+        if Message.objects.filter(reply_to_id=message_id, status=Message.Status.LIMITED).exists():
+            return streams.FAILED, {"message": REACHED_LENGTH, "limited": True}
         return streams.FAILED, {"message": FAILED_RETRYABLE}
     reply = Message.objects.filter(reply_to_id=message_id).order_by("-pk").first()
     html = render_reply(reply.content) if reply is not None else ""

@@ -193,6 +193,11 @@
     source.addEventListener("failed", (event) => {
       finish();
       const failure = data(event);
+      if (failure.limited && failure.exchange_url) {
+        // Stopped at its length limit: the page's own exchange, with Continue and Retry.
+        htmx.ajax("GET", failure.exchange_url, { target: exchange, swap: "outerHTML" });
+        return;
+      }
       showFailure(bubble, failure.message, failure.retry_url);
     });
     source.onerror = () => {

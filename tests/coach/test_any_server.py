@@ -11,13 +11,14 @@ import pytest
 from django.test import Client
 
 from accounts.models import User
+from coach.claims import REACHED_LENGTH
 from coach.models import Message
 from coach.services import message_post, session_start
 from memory.models import Memory
 from offline_coach import ModelServer
 from offline_coach.quirks import DROPS_SYSTEM_PROMPT, REFUSES_STREAMED_AUTO_TOOL_CHOICE
 from tests.coach.sse import events, session_cookie
-from tests.providers.replay import FIXTURES
+from tests.providers.replay import FIXTURES, stream_events
 
 
 @pytest.fixture
@@ -97,3 +98,84 @@ def test_a_server_that_reads_the_system_prompt_is_never_said_to_drop_it(
         answered(live_app, person, user, "Plan my week")
 
     assert not [record for record in caplog.records if "system message" in record.getMessage()]
+
+
+# A reply stopped at its length limit ---------------------------------------------------
+
+CUT_WORDS = "Here is your week: Monday, an easy run of"
+
+
+def test_a_reply_stopped_at_its_length_limit_is_kept_as_such_and_offered_to_continue_or_retry(
+    live_app: str, person: Client, user: User, model_server: ModelServer
+) -> None:
+    model_server.queue_raw_stream(stream_events("openai", "chat_cut_at_length.sse"))
+
+    received = answered(live_app, person, user, "Plan my week")
+
+    message = Message.objects.get(role="user")
+    kind, data = received[-1]
+    assert kind == "failed" and data["limited"] is True and data["message"] == REACHED_LENGTH
+    assert data["exchange_url"] and data["retry_url"]
+    assert message.status == "failed"
+    assert list(Message.objects.filter(reply_to=message).values_list("status", "content")) == [("limited", CUT_WORDS)]
+    page = person.get(f"/chat/{message.session_id}/").content.decode()
+    assert "This reply reached its length limit." in page
+    assert f"/chat/{message.session_id}/messages/{message.pk}/continue" in page
+    assert f"/chat/{message.session_id}/messages/{message.pk}/retry" in page
+
+
+def test_continue_asks_the_model_to_go_on_and_saves_one_reply_that_opens_with_the_words_so_far(
+    live_app: str, person: Client, user: User, model_server: ModelServer
+) -> None:
+    model_server.queue_raw_stream(stream_events("openai", "chat_cut_at_length.sse"))
+    answered(live_app, person, user, "Plan my week")
+    message = Message.objects.get(role="user")
+    model_server.queue_text(" 30 minutes. Tuesday, rest.")
+
+    person.post(f"/chat/{message.session_id}/messages/{message.pk}/continue")
+    url = f"{live_app}/chat/{message.session_id}/messages/{message.pk}/reply"
+    received = list(events(url, cookie=session_cookie(person)))
+
+    assert received[-1][0] == "done"
+    assert (
+        "".join(data["text"] for kind, data in received if kind == "text") == CUT_WORDS + " 30 minutes. Tuesday, rest."
+    )
+    asked = model_server.chat_requests()[-1]["messages"]
+    assert asked[-2] == {"role": "assistant", "content": CUT_WORDS}
+    assert asked[-1]["role"] == "user" and "Go on from exactly where it stopped" in asked[-1]["content"]
+    assert list(Message.objects.filter(reply_to=message).values_list("status", "content")) == [
+        ("complete", CUT_WORDS + " 30 minutes. Tuesday, rest.")
+    ]
+    assert Message.objects.get(pk=message.pk).continues_reply_id is None
+
+
+def test_retry_after_a_length_limit_starts_the_reply_again_without_the_words_so_far(
+    live_app: str, person: Client, user: User, model_server: ModelServer
+) -> None:
+    model_server.queue_raw_stream(stream_events("openai", "chat_cut_at_length.sse"))
+    answered(live_app, person, user, "Plan my week")
+    message = Message.objects.get(role="user")
+    model_server.queue_text("A shorter plan: three easy runs.")
+
+    person.post(f"/chat/{message.session_id}/messages/{message.pk}/retry")
+    url = f"{live_app}/chat/{message.session_id}/messages/{message.pk}/reply"
+    received = list(events(url, cookie=session_cookie(person)))
+
+    assert received[-1][0] == "done"
+    assert model_server.chat_requests()[-1]["messages"][-1]["content"] == "Plan my week"
+    assert list(Message.objects.filter(reply_to=message).values_list("status", "content")) == [
+        ("complete", "A shorter plan: three easy runs.")
+    ]
+
+
+def test_continue_on_a_reply_that_did_not_stop_at_its_limit_does_nothing(
+    live_app: str, person: Client, user: User, model_server: ModelServer
+) -> None:
+    model_server.queue_error(503, "busy")
+    answered(live_app, person, user, "Plan my week")
+    message = Message.objects.get(role="user")
+
+    person.post(f"/chat/{message.session_id}/messages/{message.pk}/continue")
+
+    assert Message.objects.get(pk=message.pk).status == "failed"
+    assert len(model_server.chat_requests()) == 1

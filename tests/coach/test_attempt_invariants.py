@@ -11,6 +11,7 @@ attempt that claimed it last.
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -30,6 +31,7 @@ from hypothesis.stateful import (
 from coach.claims import (
     Attempt,
     TurnLost,
+    message_continue,
     message_retry,
     reply_fail,
     reply_save,
@@ -67,6 +69,10 @@ class Attempts(RuleBasedStateMachine):
             assert attempt is None and self._state() == before
         else:
             assert attempt is not None
+            # As turn_begin has it: an attempt asked to go on from a part-reply carries it.
+            continues = Message.objects.get(pk=self.message.pk).continues_reply_id
+            if continues is not None:
+                attempt = replace(attempt, continues=Message.objects.get(pk=continues))
             self.attempts.append(attempt)
         STEPS[0] += 1
 
@@ -91,6 +97,15 @@ class Attempts(RuleBasedStateMachine):
 
     @precondition(lambda self: self.attempts)
     @rule(which=st.integers(min_value=0), partial=partials)
+    def an_attempts_reply_reaches_its_length_limit(self, which: int, partial: str) -> None:
+        attempt, holds, before = self._pick(which)
+        limited = reply_fail(attempt=attempt, error="length", partial_text=partial, limited=True)
+        assert limited == holds
+        if not holds:
+            assert self._state() == before
+
+    @precondition(lambda self: self.attempts)
+    @rule(which=st.integers(min_value=0), partial=partials)
     def an_attempt_is_stopped(self, which: int, partial: str) -> None:
         attempt, holds, before = self._pick(which)
         assert reply_stop(attempt=attempt, partial_text=partial) == holds
@@ -107,6 +122,13 @@ class Attempts(RuleBasedStateMachine):
     def the_person_retries(self) -> None:
         failed = self._state()[0] == Status.FAILED
         assert message_retry(message=Message.objects.get(pk=self.message.pk)) == failed
+        STEPS[0] += 1
+
+    @rule()
+    def the_person_has_the_coach_go_on(self) -> None:
+        status, replies = self._state()
+        can = status == Status.FAILED and Status.LIMITED in [kind for kind, _ in replies]
+        assert message_continue(message=Message.objects.get(pk=self.message.pk)) == can
         STEPS[0] += 1
 
     @rule()
@@ -130,7 +152,10 @@ class Attempts(RuleBasedStateMachine):
         status, replies = self._state()
         kinds = [kind for kind, _ in replies]
         assert kinds.count(Status.COMPLETE) + kinds.count(Status.STOPPED) <= 1
-        assert kinds.count(Status.INTERRUPTED) <= 1
+        # One part-reply at most: a continuation's replaces the one it went on from.
+        assert kinds.count(Status.INTERRUPTED) + kinds.count(Status.LIMITED) <= 1
+        if Status.COMPLETE in kinds or Status.STOPPED in kinds:
+            assert Status.LIMITED not in kinds and Status.INTERRUPTED not in kinds
         if status in (Status.FAILED, Status.PENDING, Status.ANSWERING):
             assert Status.COMPLETE not in kinds and Status.STOPPED not in kinds
         if status == Status.ANSWERING:

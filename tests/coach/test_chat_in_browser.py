@@ -13,6 +13,7 @@ from coach.models import Message
 from emails.outbox import mail_send_due
 from offline_coach import ModelServer
 from tests.conftest import PASSWORD
+from tests.providers.replay import stream_events
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -128,6 +129,25 @@ def test_a_failed_reply_offers_retry_which_answers_without_resending(
     expect(page.locator(".from-coach").last).to_have_text("Here is your week.")
     expect(page.locator(".from-person")).to_have_count(1)
     assert Message.objects.filter(role="user").count() == 1
+
+
+def test_a_reply_stopped_at_its_length_limit_offers_continue_which_goes_on_in_the_same_bubble(
+    page: Page, live_app: str, user: User, model_server: ModelServer
+) -> None:
+    log_in(page, live_app, user)
+    model_server.queue_raw_stream(stream_events("openai", "chat_cut_at_length.sse"))
+
+    send(page, "Plan my week")
+    expect(page.locator(".from-coach").last).to_contain_text("This reply reached its length limit.")
+    expect(page.get_by_role("button", name="Retry")).to_be_visible()
+    model_server.queue_text(" 30 minutes. Tuesday, rest.")
+    page.get_by_role("button", name="Continue").click()
+
+    expect(page.locator(".from-coach").last).to_have_text(
+        "Here is your week: Monday, an easy run of 30 minutes. Tuesday, rest."
+    )
+    expect(page.locator(".from-coach")).to_have_count(1)
+    expect(page.get_by_role("button", name="Continue")).to_have_count(0)
 
 
 def test_the_message_box_shows_its_limit_and_an_empty_message_gets_a_clear_error(
