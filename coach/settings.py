@@ -414,6 +414,10 @@ OFFLINE_COACH_URL = env_str("OFFLINE_COACH_URL", DEFAULT_OFFLINE_COACH_URL)
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL") or (None if OPENAI_API_KEY else OFFLINE_COACH_URL)
 COACH_MODEL = env_str("COACH_MODEL") or ("gpt-4.1-mini" if OPENAI_API_KEY else "offline-coach")
 EMBEDDING_MODEL = env_str("EMBEDDING_MODEL") or ("text-embedding-3-small" if OPENAI_API_KEY else "all-MiniLM-L6-v2")
+# Embeddings from a server of their own, for a chat server that serves none (vLLM and
+# llama-server serve one model each). Unset: the chat's server and key.
+EMBEDDING_BASE_URL = env_str("EMBEDDING_BASE_URL")
+EMBEDDING_API_KEY = env_str("EMBEDDING_API_KEY")
 LLM_TIMEOUT_SECONDS = env_float("LLM_TIMEOUT_SECONDS", default=30.0)
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", default=2)
 

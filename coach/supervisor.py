@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -171,14 +171,22 @@ def app_processes(host: str, port: int, data_dir: Path) -> list[ProcessSpec]:
             ],
         ),
     ]
-    if not os.environ.get("OPENAI_API_KEY"):
-        offline_url = (
-            os.environ.get("OPENAI_BASE_URL") or os.environ.get("OFFLINE_COACH_URL") or DEFAULT_OFFLINE_COACH_URL
-        )
+    if (offline_url := offline_coach_wanted(os.environ)) is not None:
         where = urlsplit(offline_url)
         host, port = where.hostname or "127.0.0.1", str(where.port or 80)
         specs.append(ProcessSpec("coach", [python, "-m", "offline_coach", "--host", host, "--port", port]))
     return specs
+
+
+def offline_coach_wanted(env: Mapping[str, str]) -> str | None:
+    """Where the offline coach is to serve, when the app talks to it: for the chat (no key
+    and no other server named, as coach/settings.py reads them) or for embeddings alone
+    (EMBEDDING_BASE_URL names it, beside a chat server that serves none). None when the app
+    talks to other servers only: the offline coach must not take a real server's port."""
+    offline = env.get("OFFLINE_COACH_URL") or DEFAULT_OFFLINE_COACH_URL
+    chat = env.get("OPENAI_BASE_URL") or (None if env.get("OPENAI_API_KEY") else offline)
+    embeddings = env.get("EMBEDDING_BASE_URL") or chat
+    return offline if offline in (chat, embeddings) else None
 
 
 def supervise(specs: list[ProcessSpec], *, url: str, services: Sequence[LocalService] = ()) -> int:

@@ -234,7 +234,7 @@ def embed(texts: list[str]) -> list[Embedding]:
         # The SDK's documented low-level request, as for the chat: the answer as plain JSON,
         # without a model object built for it. base64 (compact float32) is asked for; the
         # decoding is _vector_of's, which also takes the floats some servers send anyway.
-        response = _client().post(
+        response = _embedding_client().post(
             "/embeddings", body={"model": model, "input": texts, "encoding_format": "base64"}, cast_to=object
         )
     except openai.OpenAIError as error:
@@ -330,6 +330,16 @@ def as_llm_error(error: openai.OpenAIError) -> LLMError:
 def _client() -> openai.OpenAI:
     return _client_for(
         settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY, settings.LLM_TIMEOUT_SECONDS, settings.LLM_MAX_RETRIES
+    )
+
+
+def _embedding_client() -> openai.OpenAI:
+    """Where embeddings are asked for: EMBEDDING_BASE_URL and its key, else the chat's."""
+    return _client_for(
+        settings.EMBEDDING_BASE_URL or settings.OPENAI_BASE_URL,
+        settings.EMBEDDING_API_KEY or settings.OPENAI_API_KEY,
+        settings.LLM_TIMEOUT_SECONDS,
+        settings.LLM_MAX_RETRIES,
     )
 
 

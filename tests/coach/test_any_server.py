@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import json
 import logging
+from io import StringIO
 
 import pytest
+from django.core.management import call_command
 from django.test import Client
 
 from accounts.models import User
 from coach.claims import REACHED_LENGTH
 from coach.models import Message
 from coach.services import message_post, session_start
+from infra import llm
 from memory.models import Memory
 from offline_coach import ModelServer
 from offline_coach.quirks import DROPS_SYSTEM_PROMPT, REFUSES_STREAMED_AUTO_TOOL_CHOICE
@@ -179,3 +182,31 @@ def test_continue_on_a_reply_that_did_not_stop_at_its_limit_does_nothing(
 
     assert Message.objects.get(pk=message.pk).status == "failed"
     assert len(model_server.chat_requests()) == 1
+
+
+# Embeddings from a server of their own -------------------------------------------------
+
+
+def test_embeddings_go_to_their_own_server_when_one_is_named_and_the_chat_stays_where_it_was(
+    model_server: ModelServer, settings
+) -> None:
+    with ModelServer(scripted=True) as embeddings:
+        settings.EMBEDDING_BASE_URL = embeddings.base_url
+        settings.EMBEDDING_API_KEY = "embedding-key"
+        vectors = llm.embed(["I have a bad left shoulder."])
+        asked = embeddings.embedding_requests()
+
+    assert len(vectors) == 1 and vectors[0].model == "bag-of-words"
+    assert [body["input"] for body in asked] == [["I have a bad left shoulder."]]
+    assert model_server.embedding_requests() == []
+
+
+def test_check_model_names_the_embedding_server_when_it_is_not_the_chats(model_server: ModelServer, settings) -> None:
+    with ModelServer() as embeddings:
+        settings.EMBEDDING_BASE_URL = url = embeddings.base_url
+        out = StringIO()
+        call_command("check_model", stdout=out)
+
+    assert f"Embedding server: {url}" in out.getvalue()
+    assert "ok    embeddings: 2 vectors of" in out.getvalue()
+    assert model_server.embedding_requests() == []

@@ -45,7 +45,7 @@ def supervisor(tmp_path: Path, port: int, *extra: str, **env: str) -> subprocess
             *extra,
         ],
         cwd=REPO,
-        env={**clean, "OPENAI_BASE_URL": f"http://127.0.0.1:{free_port()}/v1", **env},
+        env={**clean, "OFFLINE_COACH_URL": f"http://127.0.0.1:{free_port()}/v1", **env},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -72,10 +72,10 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         # What the app learned before (in this process) is not what this server does now.
         llm.forget_fallbacks()
-        self.stdout.write(
-            f"Model server: {llm.server_base_url()}\n"
-            f"Chat model: {settings.COACH_MODEL}; embedding model: {settings.EMBEDDING_MODEL}\n"
-        )
+        self.stdout.write(f"Model server: {llm.server_base_url()}\n")
+        if settings.EMBEDDING_BASE_URL:
+            self.stdout.write(f"Embedding server: {settings.EMBEDDING_BASE_URL}\n")
+        self.stdout.write(f"Chat model: {settings.COACH_MODEL}; embedding model: {settings.EMBEDDING_MODEL}\n")
         findings = asyncio.run(_all_checks())
         for finding in findings:
             mark = "ok  " if finding.ok else ("FAIL" if finding.essential else "note")
