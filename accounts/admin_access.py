@@ -46,7 +46,9 @@ def admin_login(login: Callable[..., HttpResponse]) -> Callable[..., HttpRespons
                 return redirect(reverse("mfa_activate_totp") + "?" + urlencode({"next": back}))
             messages.info(request, ENTER_CODE)
             return redirect(reverse("mfa_reauthenticate") + "?" + urlencode({"next": back}))
-        return through_allauth(request, *args, **kwargs)
+        # allauth is untyped: its view answers with a page.
+        response: HttpResponse = through_allauth(request, *args, **kwargs)
+        return response
 
     return view
 
