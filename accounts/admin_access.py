@@ -54,5 +54,6 @@ def admin_login(login: Callable[..., HttpResponse]) -> Callable[..., HttpRespons
 
 
 def secure_the_admin() -> None:
+    # The default site's own methods, replaced on purpose (the types allow no assignment to a method).
     admin.site.login = admin_login(admin.site.login)  # type: ignore[method-assign]
     admin.site.has_permission = staff_may_enter  # type: ignore[method-assign]

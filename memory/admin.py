@@ -95,6 +95,8 @@ class MemoryAdmin(SupportSearch[Memory], PrivateTextAdmin[Memory]):
         # first, outside it, so no transaction waits on the network.
         if request.method == "POST":
             try:
+                # Handed to save_model on the request, which the admin passes it; HttpRequest
+                # declares no such attribute.
                 request.memory_embedding = self._embedding_for(request, object_id)  # type: ignore[attr-defined]
             except LLMError as error:
                 self.message_user(
