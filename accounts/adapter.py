@@ -59,7 +59,7 @@ def on_site(url: str) -> str:
     return settings.SITE_URL + parts.path + (f"?{parts.query}" if parts.query else "")
 
 
-class AccountAdapter(DefaultAccountAdapter):
+class AccountAdapter(DefaultAccountAdapter):  # type: ignore[misc]  # allauth ships no types
     def send_mail(self, template_prefix: str, email: str, context: dict[str, Any]) -> None:
         # What allauth's own send_mail puts in every mail's context, in the product's name;
         # then the mail is queued.
@@ -128,6 +128,9 @@ def _drop_message(request: HttpRequest, text: str) -> None:
     """Take one message back out of this request's messages. Reading the storage marks all
     it holds as shown, so every other message is put back as it was."""
     storage = messages.get_messages(request)
+    if isinstance(storage, list):
+        # No message storage on this request (its middleware did not run): nothing to take.
+        return
     kept = list(storage)
     for index, queued in enumerate(kept):
         if str(queued.message) == text:
@@ -141,7 +144,7 @@ def _zone_name(user: AbstractBaseUser) -> str:
     return known_zone(getattr(user, "time_zone", ""))
 
 
-class MfaAdapter(DefaultMFAAdapter):
+class MfaAdapter(DefaultMFAAdapter):  # type: ignore[misc]  # allauth ships no types
     """Authenticator secrets and recovery codes are stored encrypted, with the same keys as
     memories (a stolen database dump does not hand over anyone's second factor)."""
 

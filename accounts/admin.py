@@ -4,11 +4,11 @@ anyone's rights, their own included, nor touch a superuser's account."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from allauth.account.models import EmailAddress
 from django.contrib import admin
-from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
+from django.contrib.auth import admin as auth_admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html_join
@@ -17,8 +17,16 @@ from accounts.models import User
 from accounts.services import account_delete
 from coach.models import ChatSession, Message
 from emails.models import Email, EmailPreference
-from infra.admin import SupportSearch, admin_link
+from infra.admin import SupportSearch, TabularInline, admin_link
 from memory.models import Memory, MemoryEvent, MemoryProposal, PrivateTextViewing
+
+if TYPE_CHECKING:
+    from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
+else:
+    # Generic in django-stubs alone, as infra/admin.py's ModelAdmin.
+    class DjangoUserAdmin[U: User](auth_admin.UserAdmin):
+        pass
+
 
 RIGHTS = ["is_staff", "is_superuser", "groups", "user_permissions"]
 
@@ -28,7 +36,7 @@ if admin.site.is_registered(EmailAddress):
     admin.site.unregister(EmailAddress)
 
 
-class EmailAddressInline(admin.TabularInline):
+class EmailAddressInline(TabularInline[EmailAddress, User]):
     model = EmailAddress
     fields = ["email", "verified", "primary"]
     extra = 0
@@ -37,7 +45,7 @@ class EmailAddressInline(admin.TabularInline):
 
 
 @admin.register(User)
-class UserAdmin(SupportSearch, DjangoUserAdmin):
+class UserAdmin(SupportSearch[User], DjangoUserAdmin[User]):
     ordering = ["email"]
     list_display = ["email", "pk", "name", "is_active", "memory_enabled", "is_staff", "date_joined"]
     list_filter = ["is_active", "is_staff", "memory_enabled"]

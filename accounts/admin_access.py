@@ -46,11 +46,14 @@ def admin_login(login: Callable[..., HttpResponse]) -> Callable[..., HttpRespons
                 return redirect(reverse("mfa_activate_totp") + "?" + urlencode({"next": back}))
             messages.info(request, ENTER_CODE)
             return redirect(reverse("mfa_reauthenticate") + "?" + urlencode({"next": back}))
-        return through_allauth(request, *args, **kwargs)
+        # allauth is untyped: its view answers with a page.
+        response: HttpResponse = through_allauth(request, *args, **kwargs)
+        return response
 
     return view
 
 
 def secure_the_admin() -> None:
+    # The default site's own methods, replaced on purpose (the types allow no assignment to a method).
     admin.site.login = admin_login(admin.site.login)  # type: ignore[method-assign]
     admin.site.has_permission = staff_may_enter  # type: ignore[method-assign]

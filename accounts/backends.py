@@ -19,23 +19,25 @@ if TYPE_CHECKING:
     from accounts.models import User
 
 
-class _SessionOwnerFirst:
+class _SessionOwnerFirst(DjangoModelBackend):
+    # Before allauth's backend in AuthenticationBackend's MRO (allauth's derives from
+    # Django's), so super() is allauth's there and Django's in ModelBackend.
     def get_user(self, user_id: Any) -> User | None:
         owner = owner_loaded_with_session(user_id)
         if owner is None:
-            return super().get_user(user_id)  # type: ignore[misc]
-        return owner if self.user_can_authenticate(owner) else None  # type: ignore[attr-defined]
+            return super().get_user(user_id)
+        return owner if self.user_can_authenticate(owner) else None
 
     async def aget_user(self, user_id: Any) -> User | None:
         owner = owner_loaded_with_session(user_id)
         if owner is None:
-            return await super().aget_user(user_id)  # type: ignore[misc]
-        return owner if self.user_can_authenticate(owner) else None  # type: ignore[attr-defined]
+            return await super().aget_user(user_id)
+        return owner if self.user_can_authenticate(owner) else None
 
 
-class ModelBackend(_SessionOwnerFirst, DjangoModelBackend):
+class ModelBackend(_SessionOwnerFirst):
     pass
 
 
-class AuthenticationBackend(_SessionOwnerFirst, AllauthBackend):
+class AuthenticationBackend(_SessionOwnerFirst, AllauthBackend):  # type: ignore[misc]  # allauth ships no types
     pass

@@ -16,7 +16,7 @@ CONTEXT_FORMS = {
 }
 # Who a memory came from, as the person reads it on "what your coach sees". The prompt
 # tells the model its own notes are by "you"; to the person, "you" is themselves.
-CONTEXT_SOURCES = {
+CONTEXT_SOURCES: dict[str, str] = {
     Source.USER: "you told your coach",
     Source.ONBOARDING: "from onboarding",
     Source.MANUAL: "you edited or kept it",

@@ -7,7 +7,7 @@ memory.services.validate_draft, whose errors the views put back on these forms.
 from __future__ import annotations
 
 from datetime import datetime, time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from django import forms
@@ -22,6 +22,14 @@ from accounts.time_zones import canonical_zone, zone_choices
 from emails.models import EmailPreference
 from memory.drafts import MemoryDraft
 from memory.models import SUMMARY_MAX_CHARS, Category, ProspectiveStatus, Tier
+
+if TYPE_CHECKING:
+    from django.forms import ModelForm
+else:
+    # Generic in its model in django-stubs alone.
+    class ModelForm[M](forms.ModelForm):
+        pass
+
 
 # A due date is a day; the coach raises it in the morning of that day.
 DUE_TIME = time(9, 0)
@@ -203,7 +211,13 @@ class TimeZoneField(forms.ChoiceField):
         return canonical_zone(str(value)) is not None
 
 
-class EmailPreferenceForm(forms.ModelForm):
+def _zone_field(form: forms.BaseForm) -> TimeZoneField:
+    field = form.fields["time_zone"]
+    assert isinstance(field, TimeZoneField)  # as the form declares it
+    return field
+
+
+class EmailPreferenceForm(ModelForm[EmailPreference]):
     """The email preferences, and the person's time zone, which quiet hours are read in (it
     is the person's own, on their account, and every date they are shown follows it)."""
 
@@ -241,14 +255,15 @@ class EmailPreferenceForm(forms.ModelForm):
         zone = self.instance.user.time_zone
         self.fields["time_zone"].initial = zone
         # The person's own zone is offered even if the list has no place for it.
-        self.fields["time_zone"].choices = zone_choices(current=zone)
+        _zone_field(self).choices = zone_choices(current=zone)
 
     def preferences(self) -> dict[str, Any]:
         """The cleaned email preferences, without the time zone."""
         return {name: self.cleaned_data[name] for name in self.Meta.fields}
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         start, end = cleaned.get("quiet_start"), cleaned.get("quiet_end")
         if start is not None and end is not None and start == end:
             self.add_error("quiet_end", "Quiet hours need an end different from their start.")
@@ -280,7 +295,7 @@ class OnboardingForm(forms.Form):
         kwargs.setdefault("label_suffix", "")
         super().__init__(*args, **kwargs)
         self.fields["time_zone"].initial = time_zone
-        self.fields["time_zone"].choices = zone_choices(current=time_zone)
+        _zone_field(self).choices = zone_choices(current=time_zone)
         for question in QUESTIONS:
             self.fields[question.key] = forms.CharField(
                 label=question.label,
@@ -297,7 +312,8 @@ class OnboardingForm(forms.Form):
         return [self[question.key] for question in QUESTIONS]
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         for question in QUESTIONS:
             facts = answer_facts(cleaned.get(question.key) or "")
             if len(facts) > ONBOARDING_FACTS_MAX:

@@ -28,7 +28,8 @@ class MemorySettingForm(forms.Form):
 
     @property
     def enabled(self) -> bool:
-        return self.cleaned_data["memory"] == ON
+        chosen: str = self.cleaned_data["memory"]
+        return chosen == ON
 
 
 def user_memory_set(*, user: User, enabled: bool) -> bool:

@@ -3,7 +3,7 @@ their login sessions."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, BaseUserManager, PermissionsMixin
@@ -11,6 +11,9 @@ from django.contrib.sessions.base_session import AbstractBaseSession, BaseSessio
 from django.db import models
 from django.utils import timezone
 from django.utils.module_loading import import_string
+
+if TYPE_CHECKING:
+    from django.contrib.sessions.backends.base import SessionBase
 
 DEFAULT_TIME_ZONE = "UTC"
 
@@ -52,7 +55,7 @@ class User(AbstractBaseUser, PermissionsMixin):
 
     USERNAME_FIELD = "email"
     EMAIL_FIELD = "email"
-    REQUIRED_FIELDS: list[str] = []
+    REQUIRED_FIELDS: ClassVar[list[str]] = []
 
     def __str__(self) -> str:
         return self.email
@@ -74,13 +77,14 @@ class LoginSession(AbstractBaseSession):
         settings.AUTH_USER_MODEL, on_delete=models.DB_CASCADE, null=True, blank=True, related_name="login_sessions"
     )
 
-    objects = LoginSessionManager()
+    objects: ClassVar[LoginSessionManager] = LoginSessionManager()
 
     class Meta:
         db_table = "accounts_login_session"
 
     @classmethod
-    def get_session_store_class(cls) -> type:
+    def get_session_store_class(cls) -> type[SessionBase]:
         # The engine names this model, so the model finds the engine by its setting: no
         # import of it here, which would make the two import each other.
-        return import_string(f"{settings.SESSION_ENGINE}.SessionStore")
+        store: type[SessionBase] = import_string(f"{settings.SESSION_ENGINE}.SessionStore")
+        return store

@@ -36,14 +36,14 @@ TIER_DESCRIPTIONS = {
 }
 COMMUNICATION_LABEL = "Communication history"
 
-WRITTEN_BY = {
+WRITTEN_BY: dict[str, str] = {
     Source.USER: "written by you",
     Source.ONBOARDING: "from your onboarding",
     Source.MANUAL: "you edited it",
     Source.COACH: "your coach wrote this",
     Source.ADMIN: "added by our support team",
 }
-ACTORS = {
+ACTORS: dict[str, str] = {
     MemoryEvent.Actor.USER: "you",
     MemoryEvent.Actor.COACH: "your coach",
     MemoryEvent.Actor.ADMIN: "an administrator",
@@ -247,7 +247,7 @@ class HistoryEntry:
         ) != (self.after.get("summary"), self.after.get("content"))
 
 
-_SAYS = {
+_SAYS: dict[str, str] = {
     MemoryEvent.Action.CREATED: "{actor} saved it",
     MemoryEvent.Action.UPDATED: "{actor} changed it",
     MemoryEvent.Action.MERGED: "{actor} merged a similar note into it",

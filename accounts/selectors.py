@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django.conf import settings
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
 
 from accounts.coach_sees import ContextReport
 from accounts.pages import (
@@ -25,6 +25,7 @@ from accounts.pages import (
     TIER_DESCRIPTIONS,
     MemoryFilters,
     MemoryPage,
+    MemoryRow,
     NextNote,
     Paged,
     ProposalView,
@@ -82,9 +83,10 @@ def memory_page_for_user(*, user: User, filters: MemoryFilters, now: datetime) -
     emails: tuple[Email, ...] | None = None
     sent = list(emails_sent_to_user(user=user))
     if filters.shows_tier(COMMUNICATION) and not filters.category:
-        emails = tuple(e for e in sent if contains(filters.q, e.subject, e.body_text))
+        # An email is written before it is sent: one sent has its words (None is for one queued).
+        emails = tuple(e for e in sent if contains(filters.q, e.subject or "", e.body_text or ""))
 
-    by_id = {m.pk: rows[m.pk] for m in memories}
+    by_id: dict[int | str, MemoryRow] = {m.pk: rows[m.pk] for m in memories}
     order = forgetting_order(m.facts for m in memories)
     notes = [m for m in memories if m.category != EPISODE]
     return MemoryPage(
@@ -124,7 +126,7 @@ def memory_history_page_for_user(*, user: User, memory_id: int, page: int = 1) -
     return Paged(items=tuple(entries), number=page, has_more=len(window) > HISTORY_PAGE)
 
 
-def _page_of(queryset: QuerySet, page: int, size: int, make: Callable[[Any], Any]) -> Paged:
+def _page_of[M: Model](queryset: QuerySet[M], page: int, size: int, make: Callable[[M], object]) -> Paged:
     # One row more than a page says whether another page follows, without a count.
     start = (page - 1) * size
     window = list(queryset[start : start + size + 1])

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import redis
+from allauth.account.models import EmailAddress
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -35,6 +36,7 @@ from memory.embeddings import memory_text
 from memory.models import SUMMARY_MAX_CHARS, Memory, MemoryProposal
 from memory.proposals import proposal_confirm
 from memory.services import memory_delete, memory_delete_all, memory_save
+from memory.undo import DeletedMemory
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +118,7 @@ QUESTIONS = (
 ALLERGY_LABELS = frozenset({"allergy", "allergies", "allergic", "allergic to", "food allergy", "food allergies"})
 
 
-def memory_delete_by_person(*, user: User, memory_id: int) -> Memory:
+def memory_delete_by_person(*, user: User, memory_id: int) -> DeletedMemory:
     """The person deletes one of their memories (memory_delete, which raises MemoryNotFound
     for one that is gone). A cue that named it is then taken out of their replies kept in
     Redis for a reload: the deleted words are not replayed."""
@@ -166,7 +168,10 @@ def account_delete(*, user: User, hosts: Iterable[str] = ()) -> None:
     expires minutes after it ends.
     """
     email = user.email.lower()
-    addresses = {email, *(address.lower() for address in user.emailaddress_set.values_list("email", flat=True))}
+    addresses = {
+        email,
+        *(address.lower() for address in EmailAddress.objects.filter(user=user).values_list("email", flat=True)),
+    }
     replies = messages_with_replies_kept(user=user, now=timezone.now())
     with transaction.atomic():
         User.objects.filter(pk=user.pk).delete()

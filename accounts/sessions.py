@@ -13,7 +13,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth import get_user_model
-from django.contrib.sessions.backends.db import SessionStore as DatabaseSessionStore
+from django.contrib.sessions.backends import db
 from django.db import connection
 from django.utils import timezone
 from psycopg import sql
@@ -22,7 +22,14 @@ from accounts.models import LoginSession
 from infra.rows import column_count, columns, from_row, table, text
 
 if TYPE_CHECKING:
+    from django.contrib.sessions.backends.db import SessionStore as DatabaseSessionStore
+
     from accounts.models import User
+else:
+    # Generic in its model in django-stubs alone.
+    class DatabaseSessionStore[M](db.SessionStore):
+        pass
+
 
 # What a store reads when no caller read it already.
 _UNREAD = object()
@@ -42,7 +49,7 @@ def owner_loaded_with_session(user_id: Any) -> User | None:
     return owner if str(owner.pk) == str(user_id) else None
 
 
-class SessionStore(DatabaseSessionStore):
+class SessionStore(DatabaseSessionStore[LoginSession]):
     @classmethod
     def get_model_class(cls) -> type[LoginSession]:
         return LoginSession
@@ -69,14 +76,14 @@ class SessionStore(DatabaseSessionStore):
             row = cursor.fetchone()
         session, more = (None, None) if row is None else _session_with_owner_from_row(row)
         self._read_already = session
-        self._get_session()
+        self._get_session()  # type: ignore[attr-defined]  # Django's session loader, missing from django-stubs
         return more
 
     def _get_session_from_db(self) -> LoginSession | None:
         # Read with its owner, kept for the backend to take. Every signed-in request makes
         # this read: as SQL, 0.8 ms; by the ORM (LoginSession's manager), 2.0 ms; with a
         # reply's message, 1.6 ms against 4.4 (bench/statements.py).
-        session = self.__dict__.pop("_read_already", _UNREAD)
+        session: LoginSession | None = self.__dict__.pop("_read_already", _UNREAD)
         if session is _UNREAD:
             with connection.cursor() as cursor:
                 statement = _session_with_owner_sql("", "")
@@ -89,7 +96,8 @@ class SessionStore(DatabaseSessionStore):
         return session
 
     async def _aget_session_from_db(self) -> LoginSession | None:
-        session = await super()._aget_session_from_db()
+        # Django's, missing from django-stubs.
+        session: LoginSession | None = await super()._aget_session_from_db()  # type: ignore[misc]
         _owner_loaded.set(session.user if session is not None else None)
         return session
 

@@ -2,16 +2,54 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypedDict
+
 from django.contrib import admin
 from django.db.models import Count, QuerySet, Sum
 from django.http import HttpRequest
 
 from coach.models import ChatSession, Message
-from infra.admin import SupportSearch
+from infra.admin import ModelAdmin, SupportSearch
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+
+class _Costs(TypedDict):
+    message_total: int
+    # None for a session none of whose replies were counted yet.
+    prompt_tokens: int | None
+    cached_prompt_tokens: int | None
+    completion_tokens: int | None
+
+
+type _CostedSession = WithAnnotations[ChatSession, _Costs]
+
+# How often its prompt was assembled and why last, never the prompt: it quotes memories.
+_SESSION_FIELDS = (
+    "user",
+    "remembered",
+    "created_at",
+    "updated_at",
+    "ended_at",
+    "prompt_builds",
+    "prompt_built_because",
+)
+_MESSAGE_FIELDS = (
+    "session",
+    "role",
+    "status",
+    "error",
+    "created_at",
+    "prompt_tokens",
+    "cached_prompt_tokens",
+    "completion_tokens",
+    "tokens_estimated",
+)
 
 
 @admin.register(ChatSession)
-class ChatSessionAdmin(SupportSearch, admin.ModelAdmin):
+class ChatSessionAdmin(SupportSearch[ChatSession], ModelAdmin[ChatSession]):
     list_display = [
         "pk",
         "user",
@@ -28,11 +66,9 @@ class ChatSessionAdmin(SupportSearch, admin.ModelAdmin):
     list_filter = [("ended_at", admin.EmptyFieldListFilter), "remembered"]
     search_fields = ["user__email"]
     list_select_related = ["user"]
-    # How often its prompt was assembled and why last, never the prompt: it quotes memories.
-    fields = ["user", "remembered", "created_at", "updated_at", "ended_at", "prompt_builds", "prompt_built_because"]
-    readonly_fields = fields
+    fields = readonly_fields = _SESSION_FIELDS
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet[ChatSession]:
+    def get_queryset(self, request: HttpRequest) -> QuerySet[_CostedSession]:
         # What the session's replies cost, memory rounds included: what an operator weighs.
         return (
             super()
@@ -46,24 +82,24 @@ class ChatSessionAdmin(SupportSearch, admin.ModelAdmin):
         )
 
     @admin.display(description="messages", ordering="message_total")
-    def message_count(self, session: ChatSession) -> int:
+    def message_count(self, session: _CostedSession) -> int:
         return session.message_total
 
     @admin.display(description="prompt tokens", ordering="prompt_tokens")
-    def prompt_token_total(self, session: ChatSession) -> int:
+    def prompt_token_total(self, session: _CostedSession) -> int:
         return session.prompt_tokens or 0
 
     @admin.display(description="of which cached", ordering="cached_prompt_tokens")
-    def cached_token_total(self, session: ChatSession) -> int:
+    def cached_token_total(self, session: _CostedSession) -> int:
         return session.cached_prompt_tokens or 0
 
     @admin.display(description="completion tokens", ordering="completion_tokens")
-    def completion_token_total(self, session: ChatSession) -> int:
+    def completion_token_total(self, session: _CostedSession) -> int:
         return session.completion_tokens or 0
 
 
 @admin.register(Message)
-class MessageAdmin(SupportSearch, admin.ModelAdmin):
+class MessageAdmin(SupportSearch[Message], ModelAdmin[Message]):
     # What people wrote stays out of the admin: who, when and how it went, not the words.
     list_display = [
         "pk",
@@ -81,18 +117,7 @@ class MessageAdmin(SupportSearch, admin.ModelAdmin):
     search_fields = ["session__user__email"]
     person_path = "session__user"
     list_select_related = ["session__user"]
-    fields = [
-        "session",
-        "role",
-        "status",
-        "error",
-        "created_at",
-        "prompt_tokens",
-        "cached_prompt_tokens",
-        "completion_tokens",
-        "tokens_estimated",
-    ]
-    readonly_fields = fields
+    fields = readonly_fields = _MESSAGE_FIELDS
 
     @admin.display(description="user", ordering="session__user__email")
     def session_user(self, message: Message) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from django.core.asgi import get_asgi_application
@@ -33,7 +33,7 @@ url_resolvers_filled()
 logger = logging.getLogger(__name__)
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
+Send = Callable[[Mapping[str, Any]], Awaitable[None]]
 
 
 async def application(scope: dict[str, Any], receive: Receive, send: Send) -> None:

@@ -185,7 +185,8 @@ def stop_services(services: list[LocalService]) -> None:
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+        port: int = probe.getsockname()[1]
+        return port
 
 
 def _wait_for_redis(port: int, process: subprocess.Popen[bytes], log_path: Path) -> None:

@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, cast
 
 from asgiref.sync import iscoroutinefunction
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.middleware.csp import get_nonce
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.cache import patch_cache_control
 from django.utils.decorators import sync_and_async_middleware, sync_only_middleware
 from django.utils.http import url_has_allowed_host_and_scheme
+from django_htmx.middleware import HtmxDetails
 
 from infra.readonly import refuses_writes
+
+if TYPE_CHECKING:
+    from accounts.models import User
 
 logger = logging.getLogger(__name__)
 
@@ -23,9 +29,26 @@ logger = logging.getLogger(__name__)
 # one set read-only), unless the view has words of its own.
 CANNOT_SAVE = "We can't save right now, so nothing was changed. Try again in a moment."
 
+type SyncGetResponse = Callable[[HttpRequest], HttpResponseBase]
+type AsyncGetResponse = Callable[[HttpRequest], Awaitable[HttpResponseBase]]
+
+
+class HtmxHttpRequest(HttpRequest):
+    """A request as the views see it: django-htmx's middleware, before every view in
+    MIDDLEWARE, has told it whether htmx sent it."""
+
+    htmx: HtmxDetails
+
+
+class SignedInHttpRequest(HtmxHttpRequest):
+    """The request of a view behind login_required: its user is signed in."""
+
+    user: User
+    auser: Callable[[], Awaitable[User]]
+
 
 @sync_and_async_middleware
-def csp_nonce_on_every_response(get_response: Callable[[HttpRequest], HttpResponse]) -> Callable:
+def csp_nonce_on_every_response(get_response: SyncGetResponse | AsyncGetResponse) -> SyncGetResponse | AsyncGetResponse:
     """Generate the CSP nonce for every request, not only those whose template asks for it.
 
     Django makes the nonce lazily; a page that renders no script would then get a policy
@@ -33,16 +56,18 @@ def csp_nonce_on_every_response(get_response: Callable[[HttpRequest], HttpRespon
     """
 
     if iscoroutinefunction(get_response):
+        get_async: AsyncGetResponse = get_response
 
-        async def async_middleware(request: HttpRequest) -> HttpResponse:
+        async def async_middleware(request: HttpRequest) -> HttpResponseBase:
             _generate(request)
-            return await get_response(request)
+            return await get_async(request)
 
         return async_middleware
+    get_sync = _sync(get_response)
 
-    def middleware(request: HttpRequest) -> HttpResponse:
+    def middleware(request: HttpRequest) -> HttpResponseBase:
         _generate(request)
-        return get_response(request)
+        return get_sync(request)
 
     return middleware
 
@@ -54,7 +79,7 @@ def _generate(request: HttpRequest) -> None:
 
 
 @sync_and_async_middleware
-def request_body_within_limit(get_response: Callable[[HttpRequest], HttpResponse]) -> Callable:
+def request_body_within_limit(get_response: SyncGetResponse | AsyncGetResponse) -> SyncGetResponse | AsyncGetResponse:
     """Refuse a form body over DATA_UPLOAD_MAX_MEMORY_SIZE with a 413 that says what to do.
 
     Django would find out only when a middleware first reads the form (the CSRF check) and
@@ -63,16 +88,24 @@ def request_body_within_limit(get_response: Callable[[HttpRequest], HttpResponse
     """
 
     if iscoroutinefunction(get_response):
+        get_async: AsyncGetResponse = get_response
 
-        async def async_middleware(request: HttpRequest) -> HttpResponse:
-            return _too_large(request) or await get_response(request)
+        async def async_middleware(request: HttpRequest) -> HttpResponseBase:
+            return _too_large(request) or await get_async(request)
 
         return async_middleware
+    get_sync = _sync(get_response)
 
-    def middleware(request: HttpRequest) -> HttpResponse:
-        return _too_large(request) or get_response(request)
+    def middleware(request: HttpRequest) -> HttpResponseBase:
+        return _too_large(request) or get_sync(request)
 
     return middleware
+
+
+def _sync(get_response: SyncGetResponse | AsyncGetResponse) -> SyncGetResponse:
+    # Called past the caller's iscoroutinefunction check: a get_response that is not a
+    # coroutine function is Django's synchronous one.
+    return cast("SyncGetResponse", get_response)
 
 
 def _too_large(request: HttpRequest) -> HttpResponse | None:
@@ -89,7 +122,7 @@ def _too_large(request: HttpRequest) -> HttpResponse | None:
 
 
 @sync_only_middleware
-def never_stored(get_response: Callable[[HttpRequest], HttpResponse]) -> Callable:
+def never_stored(get_response: SyncGetResponse) -> SyncGetResponse:
     """`Cache-Control: no-store, private` on every response the app renders: a shared
     computer's browser history or a proxy never keeps a person's memories or messages.
     (Static files are served, and cached, before this.)
@@ -102,7 +135,7 @@ def never_stored(get_response: Callable[[HttpRequest], HttpResponse]) -> Callabl
     every middleware out to the static files runs synchronously, in one thread entered
     once."""
 
-    def middleware(request: HttpRequest) -> HttpResponse:
+    def middleware(request: HttpRequest) -> HttpResponseBase:
         response = get_response(request)
         patch_cache_control(response, no_store=True, private=True)
         return response
@@ -131,36 +164,41 @@ class WritesRefusedAnswered:
     sync_capable = True
     async_capable = False
 
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+    def __init__(self, get_response: SyncGetResponse) -> None:
         self.get_response = get_response
 
-    def __call__(self, request: HttpRequest) -> HttpResponse:
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
         return self.get_response(request)
 
-    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+    def process_exception(self, request: HtmxHttpRequest, exception: Exception) -> HttpResponse | None:
         if not refuses_writes(exception):
             return None
         logger.warning("the database refuses writes: %s %s answered 503", request.method, request.path)
         match = request.resolver_match
-        answer = getattr(match.func, "when_writes_refused", None) if match else None
-        if answer is not None:
-            return answer(request, **match.kwargs)
+        if match is not None:
+            answer: Callable[..., HttpResponse] | None = getattr(match.func, _ANSWER, None)
+            if answer is not None:
+                return answer(request, **match.kwargs)
         return cannot_save(request, CANNOT_SAVE)
 
 
-def when_writes_refused[V: Callable](answer: Callable[..., HttpResponse]) -> Callable[[V], V]:
+# The attribute a view's answer hangs on (a function's attribute is set by name, so both sides share it).
+_ANSWER = "when_writes_refused"
+
+
+def when_writes_refused[V: Callable[..., HttpResponseBase]](answer: Callable[..., HttpResponse]) -> Callable[[V], V]:
     """Name the page a view answers with when the database refuses its writes: `answer`
     takes the request and the view's URL arguments (applied inside login_required and the
     like, whose wrappers carry the name outward)."""
 
     def named(view: V) -> V:
-        view.when_writes_refused = answer
+        setattr(view, _ANSWER, answer)
         return view
 
     return named
 
 
-def cannot_save(request: HttpRequest, text: str) -> HttpResponse:
+def cannot_save(request: HtmxHttpRequest, text: str) -> HttpResponse:
     """503: `text` as plain words for an htmx request (its page shows them beside the form
     that sent it), or, for a plain form post, a page saying nothing was changed, with the
     way back to the form."""

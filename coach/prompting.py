@@ -116,6 +116,7 @@ def _notes_since_kept(user: User, session: ChatSession, now: datetime) -> tuple[
         and now >= session.prompt_due_next_at
     ):
         for intention in intentions_due_between(user=user, after=session.prompt_built_at, until=now, lead=lead):
+            assert intention.due_at is not None  # the query asked for those due
             notes.append(due_note(intention, at=intention.due_at - lead, time_zone=user.time_zone))
     return sorted(notes, key=lambda note: note.at), None
 

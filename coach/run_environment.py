@@ -7,6 +7,7 @@ import fcntl
 import os
 import re
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -48,7 +49,7 @@ def ensure_env_file(path: Path) -> bool:
     Returns whether the file was created."""
     from cryptography.fernet import Fernet
 
-    secrets_wanted = {
+    secrets_wanted: dict[str, Callable[[], str]] = {
         "DJANGO_SECRET_KEY": lambda: secrets.token_urlsafe(50),
         "FIELD_ENCRYPTION_KEYS": lambda: Fernet.generate_key().decode(),
         "FIELD_LOOKUP_KEY": lambda: secrets.token_urlsafe(48),

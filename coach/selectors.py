@@ -60,6 +60,7 @@ def memories_kept_from(*, user: User, messages: Sequence[Message]) -> dict[int, 
     finished = {m.pk: m for m in messages if m.role == Message.Role.USER and m.status not in UNANSWERED}
     kept: dict[int, list[KeptMemory]] = {}
     for memory in memories_learned_in(user=user, message_ids=list(finished)):
+        assert memory.message_id is not None  # learned in one of these messages
         message = finished[memory.message_id]
         began = message.claimed_at or message.created_at
         kept.setdefault(message.pk, []).append(
@@ -125,7 +126,8 @@ def message_to_follow_with_login(
         return None
     columns, joins = statements.message_to_follow_sql()
     parameters = {"session_id": session_pk, "message_id": message_pk, "role": Message.Role.USER}
-    return load_with(columns=columns, joins=joins, parameters=parameters)
+    read: Sequence[object] | None = load_with(columns=columns, joins=joins, parameters=parameters)
+    return read
 
 
 def message_to_follow_in(

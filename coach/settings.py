@@ -8,6 +8,7 @@ secrets to a git-ignored `.env` once, so a fresh machine needs no setup.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from celery.schedules import crontab
@@ -180,7 +181,7 @@ if not 0 <= _pool["min_size"] <= _pool["max_size"]:
 REDIS_URL = env_required(
     "REDIS_URL", why="the run and test commands start a local Redis when it is unset; elsewhere set it."
 )
-CACHES = {
+CACHES: dict[str, dict[str, Any]] = {
     "default": {
         # Redis, and this process's memory while Redis does not answer (infra/cache_backend.py).
         "BACKEND": "infra.cache_backend.RedisCacheWithFallback",
@@ -254,7 +255,7 @@ if not DEBUG and email_host and not env_str("EMAIL_USE_TLS"):
     )
 email_use_tls = env_bool("EMAIL_USE_TLS", default=not DEBUG)
 if email_host:
-    MAILERS = {
+    MAILERS: dict[str, dict[str, Any]] = {
         "default": {
             "BACKEND": "django.core.mail.backends.smtp.EmailBackend",
             "OPTIONS": {
@@ -292,7 +293,7 @@ EMAIL_NUDGE_PLANNING_MINUTES = (5, 20, 35, 50)
 # instance; a second one, or a tick repeated, cannot send an email twice (the ledger's
 # unique key). A planning tick that no worker started within its quarter hour expires:
 # the next tick plans the same people.
-CELERY_BEAT_SCHEDULE: dict[str, dict] = {
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     # Sessions idle for COACH_SESSION_IDLE_MINUTES are ended and summarised.
     "end-idle-sessions": {"task": "coach.tasks.end_idle_sessions", "schedule": 300.0},
     # Every half minute: a turn whose web process died (past its deadline, still

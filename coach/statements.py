@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
+from typing import TYPE_CHECKING, TypedDict, cast
 
 from django.contrib.auth import get_user_model
 from django.db import connection
@@ -29,21 +30,32 @@ from infra.rows import (
     update_assignments,
 )
 
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
 Status = Message.Status
 
 
-def session_locked(*, user_id: int, session_id: int) -> ChatSession | None:
+class RunningTurns(TypedDict):
+    running_turns: int
+
+
+type SessionWithRunningTurns = WithAnnotations[ChatSession, RunningTurns]
+
+
+def session_locked(*, user_id: int, session_id: int) -> SessionWithRunningTurns | None:
     """The person's conversation, with `running_turns`: how many of their messages are
     waiting for, or getting, a reply now (as selectors.running_turns_of counts them),
     locked until the transaction ends (which the caller holds open); None if not theirs."""
     pending, answering = UNANSWERED
-    parameters = {"user_id": user_id, "session_id": session_id, "role": Message.Role.USER}
+    parameters: dict[str, int | str] = {"user_id": user_id, "session_id": session_id, "role": Message.Role.USER}
     with connection.cursor() as cursor:
         cursor.execute(_sql().session_locked, {**parameters, "pending": pending, "answering": answering})
         row = cursor.fetchone()
     if row is None:
         return None
-    found = from_row(ChatSession, row[:-1])
+    # Read as the ORM's annotate() would leave it.
+    found = cast("SessionWithRunningTurns", from_row(ChatSession, row[:-1]))
     found.running_turns = row[-1]
     return found
 
@@ -84,7 +96,7 @@ def message_claimed(*, message_id: int, user_id: int, token: uuid.UUID, now: dat
     Every condition is on the message's own columns, the owner through a subquery, not a
     join: PostgreSQL then tests the status again on the row a concurrent claim left, so of
     two claims at once only one matches."""
-    parameters = {
+    parameters: dict[str, str | int | uuid.UUID | datetime] = {
         "answering": Status.ANSWERING,
         "pending": Status.PENDING,
         "token": token,
@@ -142,7 +154,7 @@ def reply_add_if_held(*, message_id: int, session_id: int, token: uuid.UUID, rep
 FOLLOWED = ["id", "session_id", "status"]
 
 
-def message_to_follow_sql() -> tuple[sql.Composed, sql.Composed]:
+def message_to_follow_sql() -> tuple[sql.SQL, sql.Composed]:
     """For a read of a login session `s` (accounts/sessions.py) that also reads the message
     a reader follows: (the columns, the joins). The columns are the session's owner as the
     session row names them, then message_to_follow's columns, NULL if the owner has no

@@ -26,9 +26,10 @@ import uuid
 from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
+from redis.typing import KeyT, StreamIdT, StreamRangeResponse, XReadResponse
 
 from infra.redis import redis_async, redis_sync
 
@@ -46,6 +47,23 @@ SESSION_STREAM_MAX_EVENTS = 200
 READ_COUNT = 500
 # A reader counts as open while it has said so within this (it says so every keep-alive).
 READER_ALIVE_SECONDS = 60
+
+
+# A stream entry as this app's clients read one (infra/redis.py: decode_responses, the
+# default protocol, RESP2): its id and its fields, all text. redis-py's own types cover
+# every protocol and decoding at once, and the deleted entries only XCLAIM reports.
+type Entry = tuple[str, dict[str, str]]
+
+
+def _entries(response: StreamRangeResponse | None) -> list[Entry]:
+    """XRANGE or XREVRANGE, as this app's clients read it."""
+    return cast("list[Entry]", response)
+
+
+def _read(response: XReadResponse) -> list[Entry]:
+    """XREAD's entries, of every stream it read, as this app's clients read them (RESP2:
+    a list of [stream, entries])."""
+    return [entry for _, entries in cast("list[tuple[str, list[Entry]]]", response) for entry in entries]
 
 
 # This process's readers of each reply, and the replies a turn of this process is writing.
@@ -152,7 +170,7 @@ def _append_keys(message_id: int) -> list[str]:
     return [reply_key(message_id), holder_key(message_id), stop_key(message_id)]
 
 
-def _append_args(attempt: str, kind: str, data: dict[str, Any], expire: int) -> list[object]:
+def _append_args(attempt: str, kind: str, data: dict[str, Any], expire: int) -> list[str | int]:
     return [attempt, STREAM_MAX_EVENTS, kind, json.dumps(data), expire]
 
 
@@ -160,7 +178,7 @@ def words_so_far(message_id: int) -> str:
     """The words a reply's stream holds, before any terminal event: what a turn whose
     process died had written, kept as its cut-off part."""
     words = []
-    for _, fields in redis_sync().xrange(reply_key(message_id)):
+    for _, fields in _entries(redis_sync().xrange(reply_key(message_id))):
         if fields.get("kind") in TERMINAL:
             break
         if fields.get("kind") == TEXT:
@@ -207,7 +225,7 @@ def memory_cues_forget(message_ids: Iterable[int], memory_ids: Collection[int] |
     client = redis_sync()
     for message_id in message_ids:
         key = reply_key(message_id)
-        entries = client.xrange(key)
+        entries = _entries(client.xrange(key))
         naming = [
             entry_id
             for entry_id, fields in entries
@@ -327,23 +345,24 @@ class ReplyFollower:
 async def reply_read(message_id: int, *, after: str, block_seconds: float) -> list[StreamEvent]:
     """Events after `after` ("0" for the start) in Redis, waiting up to `block_seconds` for
     the next (0: not at all)."""
-    stream = {reply_key(message_id): after}
+    stream: dict[KeyT, StreamIdT] = {reply_key(message_id): after}
     if block_seconds <= 0:
         replies = await redis_async().xread(stream, count=READ_COUNT)
     else:
         replies = await redis_async().xread(stream, count=READ_COUNT, block=max(1, int(block_seconds * 1000)))
-    return [_event(entry_id, fields) for _, entries in replies for entry_id, fields in entries]
+    return [_event(entry_id, fields) for entry_id, fields in _read(replies)]
 
 
 async def session_read(session_id: int, *, after: str, block_seconds: float) -> list[tuple[str, int]]:
     """(event id, message id) of messages posted in the conversation after `after` ("$": from now)."""
-    replies = await redis_async().xread({session_key(session_id): after}, count=50, block=int(block_seconds * 1000))
-    return [(str(entry_id), int(fields["message"])) for _, entries in replies for entry_id, fields in entries]
+    stream: dict[KeyT, StreamIdT] = {session_key(session_id): after}
+    replies = await redis_async().xread(stream, count=50, block=int(block_seconds * 1000))
+    return [(str(entry_id), int(fields["message"])) for entry_id, fields in _read(replies)]
 
 
 async def session_latest(session_id: int) -> str:
     """The id of the conversation's newest announcement, to read what comes after it."""
-    newest = await redis_async().xrevrange(session_key(session_id), count=1)
+    newest = _entries(await redis_async().xrevrange(session_key(session_id), count=1))
     return str(newest[0][0]) if newest else "0"
 
 

@@ -173,8 +173,8 @@ def app_processes(host: str, port: int, data_dir: Path) -> list[ProcessSpec]:
     ]
     if (offline_url := offline_coach_wanted(os.environ)) is not None:
         where = urlsplit(offline_url)
-        host, port = where.hostname or "127.0.0.1", str(where.port or 80)
-        specs.append(ProcessSpec("coach", [python, "-m", "offline_coach", "--host", host, "--port", port]))
+        coach_host, coach_port = where.hostname or "127.0.0.1", str(where.port or 80)
+        specs.append(ProcessSpec("coach", [python, "-m", "offline_coach", "--host", coach_host, "--port", coach_port]))
     return specs
 
 
@@ -325,7 +325,8 @@ class _ServiceKeeper:
 def answers(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=1) as response:
-            return response.status == 200
+            ok: bool = response.status == 200
+            return ok
     except OSError:
         return False
 

@@ -53,7 +53,7 @@ def summarise_ended_sessions() -> int:
 
 
 @shared_task(bind=True, acks_late=True, max_retries=5)
-def summarise_session(self: Task, session_id: int) -> None:
+def summarise_session(self: Task[[int], None], session_id: int) -> None:
     """Write the short summary of an ended session (for its recap email). A model outage
     is retried with backoff; an answer that can never come is logged and left."""
     try:

@@ -47,7 +47,8 @@ class AttemptLife:
         try:
             yield
         except asyncio.CancelledError:
-            if not self._cancelled:
+            # Cancelled by lose(), which cancels only the task recorded here.
+            if not self._cancelled or self._task is None:
                 raise
             # Our own cancellation, for a lost attempt: it ends here, not the task.
             self._task.uncancel()

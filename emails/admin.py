@@ -14,7 +14,7 @@ from memory.admin_privacy import PrivateTextAdmin
 
 
 @admin.register(Email)
-class EmailAdmin(SupportSearch, ReadOnlyAdmin, PrivateTextAdmin):
+class EmailAdmin(SupportSearch[Email], ReadOnlyAdmin[Email], PrivateTextAdmin[Email]):
     # The list never shows what an email said: its text is the person's, opened one at a time.
     # Why one failed, and when the next try is, read at a glance; "Sent, unconfirmed" (the
     # server never answered the end of it) is a status and a filter of its own.
@@ -62,7 +62,7 @@ class EmailAdmin(SupportSearch, ReadOnlyAdmin, PrivateTextAdmin):
 
 
 @admin.register(EmailPreference)
-class EmailPreferenceAdmin(SupportSearch, ReadOnlyAdmin):
+class EmailPreferenceAdmin(SupportSearch[EmailPreference], ReadOnlyAdmin[EmailPreference]):
     list_display = [
         "user",
         "frequency",
@@ -77,13 +77,12 @@ class EmailPreferenceAdmin(SupportSearch, ReadOnlyAdmin):
 
 
 @admin.register(OutgoingMail)
-class OutgoingMailAdmin(ReadOnlyAdmin):
+class OutgoingMailAdmin(ReadOnlyAdmin[OutgoingMail]):
     # Account mail waiting to go (a confirmation, a reset): whether it is stuck and why. Not
     # to whom or what: it holds links that sign a person in.
     list_display = ["pk", "status", "attempts", "next_attempt_at", "why", "created_at"]
     list_filter = ["status"]
-    fields = ["status", "attempts", "error", "created_at", "next_attempt_at"]
-    readonly_fields = fields
+    fields = readonly_fields = ("status", "attempts", "error", "created_at", "next_attempt_at")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[OutgoingMail]:
         return super().get_queryset(request).defer("to", "subject", "body_text", "body_html")

@@ -165,6 +165,7 @@ def _raise_check_ins(email_ids: list[int], *, now: datetime) -> None:
     # A check-in that went out (or may have) has asked about its intention.
     check_ins = Email.objects.filter(pk__in=email_ids, kind=Email.Kind.CHECK_IN, memory__isnull=False)
     for email in check_ins.select_related("user"):
+        assert email.memory_id is not None  # the query asked for those with one
         prospective_memory_raise(
             user=email.user, memory_id=email.memory_id, reason="asked about it in a check-in email", now=now
         )

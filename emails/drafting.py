@@ -37,13 +37,13 @@ from infra.prompts import prompt
 from memory.context import assemble_memory_context
 
 SUBJECT_MAX_CHARS = 120
-HOW_OFTEN = {
+HOW_OFTEN: dict[str, str] = {
     EmailPreference.Frequency.WEEKLY: "about once a week between sessions",
     EmailPreference.Frequency.TWICE_WEEKLY: "about twice a week between sessions",
 }
 SUBJECT_LINE = re.compile(r"^[\s*#_]*subject\s*:[\s*_]*(?P<subject>.*?)[\s*_]*$", re.IGNORECASE)
 # Used when the model forgets the `Subject:` line; the body is still its own.
-FALLBACK_SUBJECTS = {
+FALLBACK_SUBJECTS: dict[str, str] = {
     Email.Kind.NUDGE: "A note from your coach",
     Email.Kind.CHECK_IN: "How is it going?",
     Email.Kind.SESSION_SUMMARY: "Your session, in short",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import email.policy
 from email.message import EmailMessage as MimeMessage
+from email.message import Message
 from email.policy import Policy
 
 from django.core.mail import EmailMultiAlternatives
@@ -22,5 +23,6 @@ class UnfoldedEmail(EmailMultiAlternatives):
     """An email whose header lines are kept whole up to RFC 5322's limit, whichever
     policy the mail backend asks for (SMTP's, with CRLF, or the console's)."""
 
-    def message(self, *, policy: Policy = email.policy.default) -> MimeMessage:
-        return super().message(policy=policy.clone(max_line_length=LONGEST_LINE))
+    def message(self, *, policy: Policy[Message[str, str]] | None = email.policy.default) -> MimeMessage:
+        # None is the default policy, as for Python's EmailMessage.
+        return super().message(policy=(policy or email.policy.default).clone(max_line_length=LONGEST_LINE))

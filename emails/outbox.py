@@ -36,7 +36,14 @@ def mail_queue(message: EmailMessage, *, now: datetime | None = None) -> list[Ou
     """Queue `message` for each of its recipients; it goes out within seconds."""
     html = ""
     if isinstance(message, EmailMultiAlternatives):
-        html = next((content for content, mimetype in message.alternatives if mimetype == "text/html"), "")
+        html = next(
+            (
+                content
+                for content, mimetype in message.alternatives
+                if mimetype == "text/html" and isinstance(content, str)
+            ),
+            "",
+        )
     return [
         OutgoingMail.objects.create(
             to=address,

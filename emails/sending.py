@@ -91,7 +91,7 @@ def email_send(
     whole text reached the server without a reply to its end is recorded sent-unconfirmed,
     and never sent again.
     """
-    clock = (lambda: now) if now is not None else timezone.now
+    clock: Callable[[], datetime] = (lambda: now) if now is not None else timezone.now
     email = email_for_sending(email_id=email_id)
     if email is None or email.status != Status.QUEUED:
         return SendOutcome.NOT_OURS

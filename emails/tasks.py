@@ -33,7 +33,7 @@ from infra.dbsteps import release_connection
 def retry_countdown(retries: int) -> float:
     """Exponential backoff from EMAIL_RETRY_BACKOFF_SECONDS, capped at a quarter of the
     visibility timeout: a retry waits in the worker, never long enough to be redelivered."""
-    return min(settings.EMAIL_RETRY_BACKOFF_SECONDS * 2**retries, settings.CELERY_VISIBILITY_TIMEOUT_SECONDS / 4)
+    return min(settings.EMAIL_RETRY_BACKOFF_SECONDS * 2.0**retries, settings.CELERY_VISIBILITY_TIMEOUT_SECONDS / 4)
 
 
 @shared_task(ignore_result=True)
@@ -88,7 +88,7 @@ def hand_out_emails(email_ids: list[int]) -> int:
 # that second delivery send the email once, not twice. Long before then, the worker's
 # restart has released its claim (release_claims_of_the_last_run below).
 @shared_task(bind=True, acks_late=True, ignore_result=True)
-def send_email(self: Task, email_id: int) -> str:
+def send_email(self: Task[[int], str], email_id: int) -> str:
     """Draft, claim and send one planned email. Temporary failures (SMTP 4xx, a dropped
     connection, a model outage, all before the end of the email went) are retried with
     backoff up to EMAIL_SEND_MAX_RETRIES, then recorded failed; permanent ones are

@@ -22,6 +22,7 @@ import smtplib
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import partial
 
 from django.conf import settings
 from django.core.mail.backends.smtp import EmailBackend
@@ -120,10 +121,14 @@ class _Session:
     def __init__(self, mailer: EmailBackend, timeouts: SmtpTimeouts) -> None:
         self.mailer = mailer
         self.timeouts = timeouts
-        client = smtplib.SMTP_SSL if mailer.use_ssl else smtplib.SMTP
-        options = {"context": mailer.ssl_context} if mailer.use_ssl else {}
         # No host yet: connecting is a step of its own, with its own timeout.
-        self.smtp = client(local_hostname=DNS_NAME.get_fqdn(), timeout=timeouts.command, **options)
+        self.smtp: smtplib.SMTP
+        if mailer.use_ssl:
+            self.smtp = smtplib.SMTP_SSL(
+                local_hostname=DNS_NAME.get_fqdn(), timeout=timeouts.command, context=mailer.ssl_context
+            )
+        else:
+            self.smtp = smtplib.SMTP(local_hostname=DNS_NAME.get_fqdn(), timeout=timeouts.command)
         self.delivered = False
 
     def open(self) -> None:
@@ -149,7 +154,7 @@ class _Session:
             raise SmtpFailed(Phase.MAIL, smtplib.SMTPSenderRefused(code, reply, envelope.sender))
         refused = {}
         for recipient in envelope.recipients:
-            code, reply = self._step(Phase.RCPT, self.timeouts.command, lambda to=recipient: self.smtp.rcpt(to))
+            code, reply = self._step(Phase.RCPT, self.timeouts.command, partial(self.smtp.rcpt, recipient))
             if code not in (250, 251):
                 refused[recipient] = (code, reply)
         if len(refused) == len(envelope.recipients):
@@ -164,7 +169,7 @@ class _Session:
             payload += CRLF
         for start in range(0, len(payload), BLOCK_BYTES):
             block = payload[start : start + BLOCK_BYTES]
-            self._step(Phase.BODY, self.timeouts.data_block, lambda part=block: self._send(part))
+            self._step(Phase.BODY, self.timeouts.data_block, partial(self._send, block))
         if not before_end_of_data():
             # The connection closes without the final ".": the server drops the message.
             raise SmtpAbandoned

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
@@ -68,7 +68,16 @@ def _keyring(keys: tuple[str, ...]) -> MultiFernet:
         ) from None
 
 
-class EncryptedTextField(models.TextField):
+if TYPE_CHECKING:
+    _TextField = models.TextField
+else:
+    # Generic in the types it is set and read as (None added where null=True), as
+    # django-stubs types Django's fields; Django's own cannot be subscripted.
+    class _TextField[ST, GT](models.TextField):
+        pass
+
+
+class EncryptedTextField[ST, GT](_TextField[ST, GT]):
     """A TextField stored as a Fernet token. Only `isnull` can be looked up: the ciphertext
     of the same text differs every time, so equality or containment in SQL means nothing."""
 

@@ -138,12 +138,15 @@ async def _chat_posted(body: dict[str, Any]) -> AsyncIterator[object]:
 
 
 async def _as_one_chunk(completion: object) -> AsyncIterator[object]:
-    choices = completion.get("choices") if isinstance(completion, dict) else None
-    choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
-    message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
-    calls = message.get("tool_calls") if isinstance(message.get("tool_calls"), list) else []
+    whole: dict[str, Any] = completion if isinstance(completion, dict) else {}
+    choices = whole.get("choices")
+    choice: dict[str, Any] = (
+        choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+    )
+    message: dict[str, Any] = choice["message"] if isinstance(choice.get("message"), dict) else {}
+    calls: list[Any] = message["tool_calls"] if isinstance(message.get("tool_calls"), list) else []
     delta = {**message, "tool_calls": [{**call, "index": n} for n, call in enumerate(calls) if isinstance(call, dict)]}
-    usage = completion.get("usage") if isinstance(completion, dict) else None
+    usage = whole.get("usage")
     yield {"choices": [{"index": 0, "delta": delta, "finish_reason": choice.get("finish_reason")}], "usage": usage}
 
 
@@ -175,10 +178,11 @@ def _delta_of(chunk: object) -> tuple[dict[str, Any], str | None]:
     carry other things: usage at the end, a content filter's notes at the start (Azure).
     Only one choice is ever asked for."""
     choices = chunk.get("choices") if isinstance(chunk, dict) else None
-    choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
-    delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
-    finished = choice.get("finish_reason")
-    return delta, finished if isinstance(finished, str) and finished else None
+    choice: dict[str, Any] = (
+        choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+    )
+    delta, finished = choice.get("delta"), choice.get("finish_reason")
+    return delta if isinstance(delta, dict) else {}, finished if isinstance(finished, str) and finished else None
 
 
 def _whole_response(
@@ -218,7 +222,7 @@ def complete(messages: list[dict[str, Any]]) -> str:
         raise as_llm_error(error) from error
     if response.usage is not None:
         notice_system_prompt_dropped(messages, response.usage.prompt_tokens)
-    content = response.choices[0].message.content if response.choices else None
+    content: str | None = response.choices[0].message.content if response.choices else None
     if not content or not content.strip():
         raise LLMError("the model answered with nothing", retryable=True)
     return content.strip()
@@ -276,7 +280,9 @@ def _vector_of(embedding: object) -> list[float]:
 def _usage_in(chunk: object) -> Usage | None:
     """The token counts a chunk carries, if any (the last one, when asked for; some servers
     put them on every chunk, or only on the one that finishes)."""
-    usage = chunk.get("usage") if isinstance(chunk, dict) else None
+    if not isinstance(chunk, dict):
+        return None
+    usage = chunk.get("usage")
     if not isinstance(usage, dict):
         return None
     prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
@@ -288,12 +294,13 @@ def _usage_in(chunk: object) -> Usage | None:
 def _cached_in(chunk: dict[str, Any], usage: dict[str, Any]) -> int | None:
     """The prompt tokens a server says it read from its cache: OpenAI's and vLLM's
     `usage.prompt_tokens_details.cached_tokens`, llama.cpp's server's `timings.cache_n`."""
-    details = usage.get("prompt_tokens_details")
-    if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
-        return details["cached_tokens"]
-    timings = chunk.get("timings")
-    if isinstance(timings, dict) and isinstance(timings.get("cache_n"), int):
-        return timings["cache_n"]
+    details, timings = usage.get("prompt_tokens_details"), chunk.get("timings")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    if isinstance(cached, int):
+        return cached
+    read = timings.get("cache_n") if isinstance(timings, dict) else None
+    if isinstance(read, int):
+        return read
     return None
 
 
@@ -306,7 +313,8 @@ def _off_the_database() -> None:
     its connection for as long as the model takes, up to LLM_TIMEOUT_SECONDS per try), and
     this thread's connection goes back to the pool until the next query needs one. A test
     case's own wrapping transaction does not count."""
-    if any(not block._from_testcase for block in connection.atomic_blocks):
+    # _from_testcase is Django's own mark, missing from django-stubs.
+    if any(not block._from_testcase for block in connection.atomic_blocks):  # type: ignore[attr-defined]
         raise ModelCallInTransaction("the model is never called inside a database transaction; call it first")
     release_connection()
 
@@ -344,9 +352,9 @@ def _embedding_client() -> openai.OpenAI:
 
 
 # An async client's connection pool belongs to the event loop it first ran on.
-_async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple, openai.AsyncOpenAI]] = (
-    weakref.WeakKeyDictionary()
-)
+_async_clients: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, dict[tuple[str | None, str, float, int], openai.AsyncOpenAI]
+] = weakref.WeakKeyDictionary()
 
 
 def _async_client() -> openai.AsyncOpenAI:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import weakref
 from functools import lru_cache
+from typing import TypedDict
 
 import redis
 import redis.asyncio
@@ -45,7 +46,15 @@ def redis_sync() -> redis.Redis:
     return _sync_client(settings.REDIS_URL)
 
 
-_OPTIONS = {
+class _Options(TypedDict):
+    decode_responses: bool
+    socket_connect_timeout: float
+    socket_timeout: float
+    health_check_interval: int
+    driver_info: DriverInfo
+
+
+_OPTIONS: _Options = {
     "decode_responses": True,
     "socket_connect_timeout": CONNECT_TIMEOUT_SECONDS,
     "socket_timeout": SOCKET_TIMEOUT_SECONDS,
@@ -56,6 +65,9 @@ _OPTIONS = {
 
 @lru_cache(maxsize=4)
 def _sync_client(url: str) -> redis.Redis:
-    return redis.Redis.from_url(
-        url, **{**_OPTIONS, "socket_timeout": SYNC_TIMEOUT_SECONDS, "socket_connect_timeout": SYNC_TIMEOUT_SECONDS}
-    )
+    options: _Options = {
+        **_OPTIONS,
+        "socket_timeout": SYNC_TIMEOUT_SECONDS,
+        "socket_connect_timeout": SYNC_TIMEOUT_SECONDS,
+    }
+    return redis.Redis.from_url(url, **options)

@@ -30,7 +30,7 @@ def table(model: type[Model]) -> sql.Identifier:
 def columns(model: type[Model], alias: str, *, without: tuple[str, ...] = ()) -> sql.Composed:
     """Every stored column of `model` but those `without` names, as `alias.column`, in the
     order `from_row` reads."""
-    return sql.SQL(", ").join(sql.Identifier(alias, field.column) for field in stored_fields(model, without))
+    return sql.SQL(", ").join([sql.Identifier(alias, _column(field)) for field in stored_fields(model, without)])
 
 
 def column_count(model: type[Model], *, without: tuple[str, ...] = ()) -> int:
@@ -54,7 +54,7 @@ def from_row[M: Model](model: type[M], values: Sequence[Any], *, without: tuple[
 
 def insert_columns(model: type[Model]) -> sql.Composed:
     """The columns an insert names: all but the generated primary key."""
-    return sql.SQL(", ").join(sql.Identifier(field.column) for field in _insert_fields(model))
+    return sql.SQL(", ").join([sql.Identifier(_column(field)) for field in _insert_fields(model)])
 
 
 def insert_placeholders(model: type[Model], prefix: str = "insert", *, linked: str | None = None) -> sql.Composed:
@@ -92,12 +92,15 @@ def update_assignments(instance: Model, field_names: Sequence[str], prefix: str)
     values, prepared as `save(update_fields=...)` prepares them (an `auto_now` field set
     to now, as a save sets it)."""
     connection = connections[DEFAULT_DB_ALIAS]
-    assignments, parameters = [], {}
+    assignments: list[sql.Composed] = []
+    parameters: dict[str, Any] = {}
     for index, name in enumerate(field_names):
         field = instance._meta.get_field(name)
+        if not isinstance(field, Field):
+            raise TypeError(f"{type(instance).__name__}.{name} is a relation of another model's, not a column")
         placeholder = f"{prefix}_{index}"
         # The column types what is assigned to it: no cast (which would cut text short).
-        assignments.append(sql.SQL("{} = {}").format(sql.Identifier(field.column), sql.Placeholder(placeholder)))
+        assignments.append(sql.SQL("{} = {}").format(sql.Identifier(_column(field)), sql.Placeholder(placeholder)))
         parameters[placeholder] = field.get_db_prep_save(field.pre_save(instance, add=False), connection)
     return sql.SQL(", ").join(assignments), parameters
 
@@ -107,20 +110,31 @@ def text(statement: sql.Composable) -> str:
     return statement.as_string()
 
 
-def _cast_type(field: Field) -> str:
+def _column(field: Field[Any, Any]) -> str:
+    # Every field stored in a row has its column; the types allow None for those that are not.
+    if field.column is None:
+        raise TypeError(f"{field} has no column")
+    return field.column
+
+
+def _cast_type(field: Field[Any, Any]) -> str:
     connection = connections[DEFAULT_DB_ALIAS]
     if isinstance(field, CharField):
-        return connection.ops.cast_char_field_without_max_length
-    return field.cast_db_type(connection)
+        without_length: str = connection.ops.cast_char_field_without_max_length
+        return without_length
+    cast_type = field.cast_db_type(connection)
+    if cast_type is None:
+        raise TypeError(f"{field} has no column type")
+    return cast_type
 
 
 @cache
-def stored_fields(model: type[Model], without: tuple[str, ...] = ()) -> tuple[Field, ...]:
+def stored_fields(model: type[Model], without: tuple[str, ...] = ()) -> tuple[Field[Any, Any], ...]:
     return tuple(field for field in model._meta.concrete_fields if field.name not in without)
 
 
 @cache
-def _insert_fields(model: type[Model]) -> tuple[Field, ...]:
+def _insert_fields(model: type[Model]) -> tuple[Field[Any, Any], ...]:
     return tuple(field for field in stored_fields(model) if field is not model._meta.auto_field)
 
 

@@ -75,7 +75,7 @@ class ToolCallAssembler:
         if isinstance(part_id, str) and part_id and not call.id:
             call.id = part_id
             self._by_id[part_id] = call
-        function = part.get("function") if isinstance(part.get("function"), dict) else {}
+        function = _function_of(part)
         name = function.get("name")
         if isinstance(name, str) and name and not call.name:
             call.name = name
@@ -119,11 +119,16 @@ class ToolCallAssembler:
 def _mirrors(legacy: dict[str, Any], part: dict[str, Any]) -> bool:
     """Whether a legacy `function_call` piece says what a `tool_calls` piece of the same
     delta says: the same arguments fragment, and no name that differs."""
-    function = part.get("function") if isinstance(part.get("function"), dict) else {}
+    function = _function_of(part)
     if _as_text(legacy.get("arguments")) != _as_text(function.get("arguments")):
         return False
     names = {name for name in (legacy.get("name"), function.get("name")) if isinstance(name, str) and name}
     return len(names) <= 1
+
+
+def _function_of(part: dict[str, Any]) -> dict[str, Any]:
+    function = part.get("function")
+    return function if isinstance(function, dict) else {}
 
 
 def _as_text(arguments: object) -> str:

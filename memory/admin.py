@@ -10,12 +10,12 @@ from django.contrib.admin.utils import unquote
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
-from infra.admin import ReadOnlyAdmin, SupportSearch
+from infra.admin import FieldGroups, ReadOnlyAdmin, SupportSearch
 from infra.llm import Embedding, LLMError
 from memory.admin_privacy import PrivateTextAdmin
 from memory.drafts import MemoryDraft
 from memory.embeddings import embed_memory
-from memory.models import Memory, MemoryEvent, MemoryProposal, PrivateTextViewing, Source
+from memory.models import Memory, MemoryEvent, MemoryProposal, MemoryQuerySet, PrivateTextViewing, Source
 from memory.services import memory_delete, memory_save
 
 
@@ -27,6 +27,8 @@ class ProtectedFilter(admin.SimpleListFilter):
         return [("yes", "Protected"), ("no", "Unprotected")]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Memory]) -> QuerySet[Memory]:
+        # MemoryAdmin's rows come from Memory.objects, a MemoryQuerySet.
+        assert isinstance(queryset, MemoryQuerySet)
         if self.value() == "yes":
             return queryset.protected()
         if self.value() == "no":
@@ -38,7 +40,7 @@ class WrittenByFilter(admin.SimpleListFilter):
     # Source's own labels speak to the person ("you", "your coach"); staff read these.
     title = "written by"
     parameter_name = "source"
-    WORDING = {
+    WORDING: dict[str, str] = {
         Source.USER: "the person",
         Source.ONBOARDING: "the person, at onboarding",
         Source.MANUAL: "the person (edited or kept)",
@@ -54,7 +56,7 @@ class WrittenByFilter(admin.SimpleListFilter):
 
 
 @admin.register(Memory)
-class MemoryAdmin(SupportSearch, PrivateTextAdmin):
+class MemoryAdmin(SupportSearch[Memory], PrivateTextAdmin[Memory]):
     # No key and no text in the lists: keys say as much as the notes (DESIGN.md section 8).
     list_display = ["pk", "user", "tier", "category", "written_by", "protected", "updated_at"]
     list_filter = ["tier", "category", WrittenByFilter, ProtectedFilter]
@@ -72,7 +74,7 @@ class MemoryAdmin(SupportSearch, PrivateTextAdmin):
     def written_by(self, memory: Memory) -> str:
         return WrittenByFilter.WORDING.get(memory.source, memory.source)
 
-    def get_fields(self, request: HttpRequest, obj: Memory | None = None) -> list[str]:
+    def get_fields(self, request: HttpRequest, obj: Memory | None = None) -> FieldGroups:
         # What staff write is never the person's: its source is shown, never chosen.
         return [*super().get_fields(request, obj), *(["source"] if obj else [])]
 
@@ -93,6 +95,8 @@ class MemoryAdmin(SupportSearch, PrivateTextAdmin):
         # first, outside it, so no transaction waits on the network.
         if request.method == "POST":
             try:
+                # Handed to save_model on the request, which the admin passes it; HttpRequest
+                # declares no such attribute.
                 request.memory_embedding = self._embedding_for(request, object_id)  # type: ignore[attr-defined]
             except LLMError as error:
                 self.message_user(
@@ -141,7 +145,7 @@ class MemoryAdmin(SupportSearch, PrivateTextAdmin):
 
 
 @admin.register(MemoryEvent)
-class MemoryEventAdmin(SupportSearch, ReadOnlyAdmin, PrivateTextAdmin):
+class MemoryEventAdmin(SupportSearch[MemoryEvent], ReadOnlyAdmin[MemoryEvent], PrivateTextAdmin[MemoryEvent]):
     # Append-only: history is read here, never written.
     list_display = ["created_at", "user", "memory_id", "actor", "action"]
     list_filter = ["action", "actor"]
@@ -153,14 +157,13 @@ class MemoryEventAdmin(SupportSearch, ReadOnlyAdmin, PrivateTextAdmin):
 
 
 @admin.register(MemoryProposal)
-class MemoryProposalAdmin(SupportSearch, PrivateTextAdmin):
+class MemoryProposalAdmin(SupportSearch[MemoryProposal], PrivateTextAdmin[MemoryProposal]):
     list_display = ["created_at", "user", "memory", "kind", "status", "decided_at"]
     list_filter = ["status", "kind"]
     search_fields = ["user__email"]
     other_ids = ("memory__id",)
     list_select_related = ["user", "memory"]
-    fields = ["user", "memory", "kind", "proposed", "reason", "base_version", "status", "decided_at"]
-    readonly_fields = fields
+    fields = readonly_fields = ("user", "memory", "kind", "proposed", "reason", "base_version", "status", "decided_at")
     private_fields = ("proposed", "reason")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -168,7 +171,7 @@ class MemoryProposalAdmin(SupportSearch, PrivateTextAdmin):
 
 
 @admin.register(PrivateTextViewing)
-class PrivateTextViewingAdmin(SupportSearch, ReadOnlyAdmin):
+class PrivateTextViewingAdmin(SupportSearch[PrivateTextViewing], ReadOnlyAdmin[PrivateTextViewing]):
     # The audit itself: who opened whose private text, when and why (never the text).
     list_display = ["viewed_at", "viewer_email", "person", "what", "reason"]
     search_fields = ["viewer_email", "person__email"]

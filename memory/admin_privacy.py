@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django import forms
-from django.contrib import admin
 from django.contrib.admin.utils import unquote
+from django.db.models import Model
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 
+from infra.admin import FieldGroups, ModelAdmin
 from memory.models import PrivateTextViewing
 
 if TYPE_CHECKING:
@@ -38,27 +39,31 @@ class ReasonForm(forms.Form):
     )
 
 
-class PrivateTextAdmin(admin.ModelAdmin):
+class PrivateTextAdmin[M: Model](ModelAdmin[M]):
     """A model admin whose detail page holds private text: the fields in `private_fields`."""
 
     private_fields: tuple[str, ...] = ()
 
-    def person_of(self, obj: Any) -> User:
-        return obj.user
+    def person_of(self, obj: M) -> User:
+        # Each model's row names its person `user`; an admin of one that does not says so.
+        person: User = getattr(obj, "user")  # noqa: B009
+        return person
 
-    def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+    def get_fields(self, request: HttpRequest, obj: M | None = None) -> FieldGroups:
         fields = list(super().get_fields(request, obj))
         return fields if self._may_read(request, obj) else [f for f in fields if f not in self.private_fields]
 
-    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+    def get_readonly_fields(self, request: HttpRequest, obj: M | None = None) -> list[str]:
         fields = list(super().get_readonly_fields(request, obj))
         return fields if self._may_read(request, obj) else [f for f in fields if f not in self.private_fields]
 
     def change_view(
-        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict | None = None
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, object] | None = None
     ) -> HttpResponse:
         obj = self.get_object(request, unquote(object_id))
-        if obj is not None and request.user.has_perm(PERMISSION):
+        viewer = request.user
+        # (Only staff reach the admin: an anonymous visitor is never a viewer.)
+        if obj is not None and viewer.is_authenticated and viewer.has_perm(PERMISSION):
             person = self.person_of(obj)
             # A POST without a reason (a change, say) goes on to the usual permission
             # checks, with the private fields left out of its form.
@@ -66,16 +71,16 @@ class PrivateTextAdmin(admin.ModelAdmin):
             if asking and _reason_for(request, person) is None:
                 return self._ask_reason(request, obj, person)
             if request.method == "GET":
-                _record(request, person, what=f"{self.opts.verbose_name} {obj.pk}")
+                _record(request, viewer, person, what=f"{self.opts.verbose_name} {obj.pk}")
         return super().change_view(request, object_id, form_url, extra_context)
 
-    def _may_read(self, request: HttpRequest, obj: Any) -> bool:
+    def _may_read(self, request: HttpRequest, obj: M | None) -> bool:
         if obj is None:
             # Adding: the only text on the page is what the staff member types.
             return True
         return request.user.has_perm(PERMISSION) and _reason_for(request, self.person_of(obj)) is not None
 
-    def _ask_reason(self, request: HttpRequest, obj: Any, person: User) -> HttpResponse:
+    def _ask_reason(self, request: HttpRequest, obj: M, person: User) -> HttpResponse:
         form = ReasonForm(request.POST if "private_text_reason" in request.POST else None)
         if form.is_valid():
             reasons = request.session.get(SESSION_KEY, {})
@@ -97,16 +102,16 @@ class PrivateTextAdmin(admin.ModelAdmin):
 
 
 def _reason_for(request: HttpRequest, person: User) -> str | None:
-    granted = request.session.get(SESSION_KEY, {}).get(str(person.pk))
-    if not granted or granted["until"] < time.time():
+    granted: dict[str, str | float] | None = request.session.get(SESSION_KEY, {}).get(str(person.pk))
+    if not granted or float(granted["until"]) < time.time():
         return None
-    return granted["reason"]
+    return str(granted["reason"])
 
 
-def _record(request: HttpRequest, person: User, *, what: str) -> None:
+def _record(request: HttpRequest, viewer: User, person: User, *, what: str) -> None:
     PrivateTextViewing.objects.create(
-        viewer=request.user,
-        viewer_email=request.user.email,
+        viewer=viewer,
+        viewer_email=viewer.email,
         person=person,
         what=what,
         reason=_reason_for(request, person) or "",

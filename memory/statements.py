@@ -34,7 +34,7 @@ def memory_enabled_locked(*, user_id: int) -> bool:
     with connection.cursor() as cursor:
         cursor.execute(_sql().memory_enabled_locked, {"user_id": user_id})
         (enabled,) = cursor.fetchone()
-    return enabled
+    return bool(enabled)
 
 
 def facts_of(*, user_id: int) -> list[MemoryFacts]:

@@ -143,7 +143,7 @@ def validators() -> dict[str, jsonschema.protocols.Validator]:
         "keys": {"maxItems": RECALL_MAX_KEYS * 5, "items": {"type": "string", "maxLength": KEY_MAX_CHARS}},
         "limit": {"minimum": 1, "maximum": 1000},
     }
-    validators = {}
+    validators: dict[str, jsonschema.protocols.Validator] = {}
     for tool in tool_definitions():
         schema = json.loads(json.dumps(tool["function"]["parameters"]))
         for property_name, extra in limits.items():

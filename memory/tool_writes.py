@@ -190,8 +190,14 @@ def update_memory(
         require_memory_on(context)
         raise ToolRefusal(f"there is no memory {key!r}; save_memory creates one")
     current = MemoryDraft.of(memory)
-    changes = {"summary": summary, "content": content, "tier": tier, "category": category, "status": status}
-    draft = replace(current, **{name: value for name, value in changes.items() if value is not None})
+    draft = replace(
+        current,
+        summary=current.summary if summary is None else summary,
+        content=current.content if content is None else content,
+        tier=current.tier if tier is None else tier,
+        category=current.category if category is None else category,
+        status=current.status if status is None else status,
+    )
     if due_at is not None:
         if "due_at" in (clear or ()):
             raise ToolRefusal("give due_at or clear it, not both")

@@ -13,6 +13,7 @@ nothing, and its result says memory is off.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import jsonschema
@@ -113,14 +114,16 @@ def _parse_arguments(name: str, raw_arguments: str) -> dict[str, Any]:
         arguments = json.loads(raw_arguments or "{}")
     except json.JSONDecodeError as error:
         raise ToolRefusal(f"the arguments are not valid JSON ({error.msg} at character {error.pos})") from None
-    error = jsonschema.exceptions.best_match(validators[name].iter_errors(arguments))
-    if error is not None:
-        where = "/".join(str(part) for part in error.absolute_path)
-        raise ToolRefusal(f"the arguments do not match the schema{f' at {where}' if where else ''}: {error.message}")
-    return arguments
+    mismatch = jsonschema.exceptions.best_match(validators[name].iter_errors(arguments))
+    if mismatch is not None:
+        where = "/".join(str(part) for part in mismatch.absolute_path)
+        raise ToolRefusal(f"the arguments do not match the schema{f' at {where}' if where else ''}: {mismatch.message}")
+    # Every tool's schema asks for an object: what passed it is one.
+    checked: dict[str, Any] = arguments
+    return checked
 
 
-_HANDLERS = {
+_HANDLERS: dict[str, Callable[..., dict[str, Any]]] = {
     "save_memory": save_memory,
     "update_memory": update_memory,
     "delete_memory": delete_memory,

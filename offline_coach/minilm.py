@@ -156,7 +156,8 @@ def preload() -> None:
 
 def embed(texts: list[str]) -> list[list[float]]:
     """Unit-length 384-dimension embeddings of `texts`, in order, as plain lists (JSON-ready)."""
-    return embed_array(texts).tolist()
+    vectors: list[list[float]] = embed_array(texts).tolist()
+    return vectors
 
 
 def embed_array(texts: list[str], batch_size: int = BATCH_SIZE) -> np.ndarray:
@@ -202,7 +203,8 @@ def _forward(model: _Model, batch_ids: list[list[int]]) -> np.ndarray:
     hidden = hidden.reshape(batch, length, DIMENSIONS)
     pooled = np.einsum("bld,bl->bd", hidden, mask) / mask.sum(axis=1, keepdims=True)
     norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-    return pooled / np.maximum(norms, np.float32(1e-12))
+    unit: np.ndarray = pooled / np.maximum(norms, np.float32(1e-12))
+    return unit
 
 
 def _encoder_layer(

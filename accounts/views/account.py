@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from allauth.account.decorators import reauthentication_required
+from collections.abc import Callable
+
+from allauth.account.decorators import reauthentication_required as allauth_reauthentication_required
 from django.contrib import messages
 from django.contrib.auth import logout
 from django.contrib.auth.decorators import login_required
@@ -20,6 +22,13 @@ from accounts.views.partials import HtmxHttpRequest, wants_partial
 from emails.preferences import email_preference_update, email_resubscribe
 from emails.selectors import email_preference_for_user
 from memory.selectors import memory_list_for_user
+
+
+def reauthentication_required[V: Callable[..., HttpResponse]](view: V) -> V:
+    """allauth's decorator (the person re-enters their password first), with its type:
+    allauth ships none."""
+    asking_again: V = allauth_reauthentication_required(view)
+    return asking_again
 
 
 @login_required

@@ -121,8 +121,9 @@ def memory_import(request: HtmxHttpRequest) -> HttpResponse:
                 for proposal in split.proposals
             ]
             formset = ProposalFormSet(initial=initial, prefix=PREFIX)
-            context = {"by_model": split.by_model, "from_prose": split.from_prose}
-            return _render_review(request, formset, form, room=split.room, **context)
+            return _render_review(
+                request, formset, form, room=split.room, by_model=split.by_model, from_prose=split.from_prose
+            )
     return render(request, "accounts/memory_import.html", {"form": form})
 
 

@@ -24,7 +24,7 @@ def memory_setting(request: HtmxHttpRequest) -> HttpResponse:
     if not form.is_valid():
         if wants_partial(request):
             return render(request, TEMPLATE, {"memory_form": form}, status=422)
-        messages.error(request, form.errors["memory"][0])
+        messages.error(request, str(form.errors["memory"][0]))
         return redirect(section)
     user_memory_set(user=request.user, enabled=form.enabled)
     said = "Memory is on: your coach uses your memories again." if form.enabled else "Memory is off."

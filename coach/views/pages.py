@@ -13,6 +13,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
@@ -28,7 +29,7 @@ from redis import RedisError
 from coach import streams
 from coach.claims import message_continue, message_retry
 from coach.limits import within_rate
-from coach.middleware import cannot_save, when_writes_refused
+from coach.middleware import SignedInHttpRequest, cannot_save, when_writes_refused
 from coach.models import ChatSession, Message
 from coach.selectors import (
     KeptMemory,
@@ -41,6 +42,9 @@ from coach.selectors import (
 )
 from coach.services import MessageRejected, TooManyTurns, message_post_as, session_end, session_start
 from coach.turn import turn_start
+
+if TYPE_CHECKING:
+    from accounts.models import User
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +79,7 @@ def chat(request: HttpRequest) -> HttpResponse:
     latest = sessions_for_user(user=request.user).filter(ended_at__isnull=True).first()
     if latest is not None:
         return redirect("session", pk=latest.pk)
-    return render(request, "coach/chat.html", _page_context(request, session=None))
+    return render(request, "coach/chat.html", _page_context(request, user=request.user, session=None))
 
 
 def landing(request: HttpRequest) -> HttpResponse:
@@ -89,7 +93,7 @@ def landing(request: HttpRequest) -> HttpResponse:
     return render(request, "coach/landing.html", context)
 
 
-def _cannot_save_message(request: HttpRequest, pk: int | None = None) -> HttpResponse:
+def _cannot_save_message(request: SignedInHttpRequest, pk: int | None = None) -> HttpResponse:
     """The database refuses writes (coach/middleware.py): the message box says so, and
     keeps the text, whether the page posted it with htmx or as a plain form."""
     if request.htmx:
@@ -101,11 +105,11 @@ def _cannot_save_message(request: HttpRequest, pk: int | None = None) -> HttpRes
 @login_required
 @require_http_methods(["GET", "POST"])
 @when_writes_refused(_cannot_save_message)
-def session_new(request: HttpRequest) -> HttpResponse:
+def session_new(request: SignedInHttpRequest) -> HttpResponse:
     """GET: a fresh page to start a conversation. POST: start it with its first message (a
     conversation with nothing said is never made), once however often it is sent."""
     if request.method == "GET":
-        return render(request, "coach/chat.html", _page_context(request, session=None))
+        return render(request, "coach/chat.html", _page_context(request, user=request.user, session=None))
     text, error = _posted_text(request)
     if error is None and not within_rate(
         request.user.pk, "sessions", limit=settings.COACH_SESSIONS_PER_MINUTE, window_seconds=60
@@ -133,15 +137,15 @@ def session_new(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
-def session_page(request: HttpRequest, pk: int) -> HttpResponse:
+def session_page(request: SignedInHttpRequest, pk: int) -> HttpResponse:
     session = get_object_or_404(sessions_for_user(user=request.user), pk=pk)
-    return render(request, "coach/chat.html", _page_context(request, session=session))
+    return render(request, "coach/chat.html", _page_context(request, user=request.user, session=session))
 
 
 @login_required
 @require_POST
 @when_writes_refused(_cannot_save_message)
-def message_send(request: HttpRequest, pk: int) -> HttpResponse:
+def message_send(request: SignedInHttpRequest, pk: int) -> HttpResponse:
     """Save the person's message (once) and start its turn; hand the page the reply to follow."""
     text, error = _posted_text(request)
     if error is None:
@@ -177,7 +181,7 @@ def message_send(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_GET
-def exchange(request: HttpRequest, pk: int, message_pk: int) -> HttpResponse:
+def exchange(request: SignedInHttpRequest, pk: int, message_pk: int) -> HttpResponse:
     """One message and its reply as the page shows it: how another open tab catches up."""
     message = get_object_or_404(_people_messages(request, pk).select_related("session"), pk=message_pk)
     context = {"session": message.session, "exchange": _as_shown(request, message)}
@@ -186,20 +190,20 @@ def exchange(request: HttpRequest, pk: int, message_pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def reply_retry(request: HttpRequest, pk: int, message_pk: int) -> HttpResponse:
+def reply_retry(request: SignedInHttpRequest, pk: int, message_pk: int) -> HttpResponse:
     """Ask for the reply again; the person's message is not sent a second time."""
     return _answered_again(request, pk, message_pk, message_retry)
 
 
 @login_required
 @require_POST
-def reply_continue(request: HttpRequest, pk: int, message_pk: int) -> HttpResponse:
+def reply_continue(request: SignedInHttpRequest, pk: int, message_pk: int) -> HttpResponse:
     """Have the coach go on from a reply it stopped at its length limit: a new attempt whose
     reply opens with the words so far."""
     return _answered_again(request, pk, message_pk, message_continue)
 
 
-def _answered_again(request: HttpRequest, pk: int, message_pk: int, ask: Callable[..., bool]) -> HttpResponse:
+def _answered_again(request: SignedInHttpRequest, pk: int, message_pk: int, ask: Callable[..., bool]) -> HttpResponse:
     message = get_object_or_404(_people_messages(request, pk), pk=message_pk)
     if ask(message=message):
         try:
@@ -219,7 +223,7 @@ def _answered_again(request: HttpRequest, pk: int, message_pk: int, ask: Callabl
 
 @login_required
 @require_POST
-def reply_stop(request: HttpRequest, pk: int, message_pk: int) -> HttpResponse:
+def reply_stop(request: SignedInHttpRequest, pk: int, message_pk: int) -> HttpResponse:
     """Stop the reply being written: what is written so far is kept, marked stopped. The
     turn (in whichever web process runs it) sees the request within a fraction of a second."""
     message = get_object_or_404(_people_messages(request, pk), pk=message_pk)
@@ -235,13 +239,13 @@ def reply_stop(request: HttpRequest, pk: int, message_pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def session_close(request: HttpRequest, pk: int) -> HttpResponse:
+def session_close(request: SignedInHttpRequest, pk: int) -> HttpResponse:
     session = get_object_or_404(sessions_for_user(user=request.user), pk=pk)
     session_end(session=session)
     return HttpResponseClientRedirect(reverse("chat")) if request.htmx else redirect("chat")
 
 
-def _as_shown(request: HttpRequest, message: Message) -> Exchange:
+def _as_shown(request: SignedInHttpRequest, message: Message) -> Exchange:
     """One of the person's exchanges as a page loaded now shows it: the message, its latest
     reply, and what it left in their memory."""
     reply = Message.objects.filter(reply_to=message).order_by("-pk").first()
@@ -249,7 +253,7 @@ def _as_shown(request: HttpRequest, message: Message) -> Exchange:
     return Exchange(message, reply, kept)
 
 
-def _start(request: HttpRequest, message: Message) -> None:
+def _start(request: SignedInHttpRequest, message: Message) -> None:
     """The turn starts now, whether or not a browser follows it; other tabs are told."""
     turn_start(user_id=request.user.pk, message_id=message.pk)
     try:
@@ -266,7 +270,7 @@ def _posted_text(request: HttpRequest) -> tuple[str, tuple[str, int] | None]:
         return "", (TOO_LONG.format(most=settings.COACH_MAX_MESSAGE_CHARS), 413)
 
 
-def _limits_refuse(request: HttpRequest) -> tuple[str, int] | None:
+def _limits_refuse(request: SignedInHttpRequest) -> tuple[str, int] | None:
     if refused := _too_many_messages(request):
         return refused
     if running_turns_of(user=request.user) >= settings.COACH_MAX_TURNS_AT_ONCE:
@@ -274,25 +278,25 @@ def _limits_refuse(request: HttpRequest) -> tuple[str, int] | None:
     return None
 
 
-def _too_many_messages(request: HttpRequest) -> tuple[str, int] | None:
+def _too_many_messages(request: SignedInHttpRequest) -> tuple[str, int] | None:
     if not within_rate(request.user.pk, "messages", limit=settings.COACH_MESSAGES_PER_MINUTE, window_seconds=60):
         return TOO_MANY_MESSAGES, 429
     return None
 
 
-def _page_context(request: HttpRequest, *, session: ChatSession | None) -> dict:
+def _page_context(request: HttpRequest, *, user: User, session: ChatSession | None) -> dict[str, object]:
     messages = session_messages(session=session) if session else []
     replies = {m.reply_to_id: m for m in messages if m.role == Message.Role.ASSISTANT}
-    kept = memories_kept_from(user=request.user, messages=messages)
+    kept = memories_kept_from(user=user, messages=messages)
     exchanges = [Exchange(m, replies.get(m.pk), kept.get(m.pk, [])) for m in messages if m.role == Message.Role.USER]
     return {
         "session": session,
-        "sessions": sessions_for_user(user=request.user)[:SIDEBAR_SESSIONS],
+        "sessions": sessions_for_user(user=user)[:SIDEBAR_SESSIONS],
         "exchanges": exchanges,
         "answering": any(e.message.status in (Message.Status.PENDING, Message.Status.ANSWERING) for e in exchanges),
         "client_id": uuid.uuid4(),
         "max_chars": settings.COACH_MAX_MESSAGE_CHARS,
-        "memory_enabled": request.user.memory_enabled,
+        "memory_enabled": user.memory_enabled,
         "not_remembered": _not_remembered_chosen(request),
     }
 
@@ -307,14 +311,20 @@ def _not_remembered_chosen(request: HttpRequest) -> bool:
         return False
 
 
-def _people_messages(request: HttpRequest, session_pk: int) -> QuerySet[Message]:
+def _people_messages(request: SignedInHttpRequest, session_pk: int) -> QuerySet[Message]:
     return messages_for_user(user=request.user).filter(session_id=session_pk, role=Message.Role.USER)
 
 
-def _composer_error(request: HttpRequest, error: str, status: int, *, session: ChatSession | None) -> HttpResponse:
+def _composer_error(
+    request: SignedInHttpRequest, error: str, status: int, *, session: ChatSession | None
+) -> HttpResponse:
     if not request.htmx:
         typed = "" if status == 413 else request.POST.get("text", "")
-        context = {**_page_context(request, session=session), "composer_error": error, "typed": typed}
+        context = {
+            **_page_context(request, user=request.user, session=session),
+            "composer_error": error,
+            "typed": typed,
+        }
         return render(request, "coach/chat.html", context, status=status)
     response = render(request, "coach/chat.html#composer_error", {"composer_error": error}, status=status)
     # The error goes beside the message box, which keeps what was typed.

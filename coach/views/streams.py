@@ -16,15 +16,16 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncGenerator, Awaitable
 from contextlib import aclosing
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
 from django.db import DatabaseError
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
@@ -32,6 +33,7 @@ from redis import RedisError
 
 from coach import streams
 from coach.claims import FAILED_RETRYABLE, REACHED_LENGTH
+from coach.middleware import SignedInHttpRequest
 from coach.models import Message
 from coach.rendering import render_reply
 from coach.selectors import message_to_follow_in, message_to_follow_with_login, sessions_for_user
@@ -59,7 +61,7 @@ WITHOUT_REDIS_POLL_SECONDS = 1.0
 
 @require_GET
 @never_cache
-async def reply_stream(request: HttpRequest, pk: int, message_pk: int) -> HttpResponse:
+async def reply_stream(request: HttpRequest, pk: int, message_pk: int) -> HttpResponseBase:
     """The reply to one message: every event so far, then each new one until the last."""
     # Who asks and their message in one trip to the request's own thread (not one for the
     # login and another for the message), on the connection that loads the login, which is
@@ -83,7 +85,7 @@ async def reply_stream(request: HttpRequest, pk: int, message_pk: int) -> HttpRe
 @login_required
 @require_GET
 @never_cache
-async def session_events(request: HttpRequest, pk: int) -> HttpResponse:
+async def session_events(request: SignedInHttpRequest, pk: int) -> HttpResponseBase:
     """Each message posted in this conversation from now on (by any tab), so every open tab
     shows it; the tab fetches the message's exchange and follows its reply."""
     user = await request.auser()
@@ -95,11 +97,13 @@ async def session_events(request: HttpRequest, pk: int) -> HttpResponse:
     token = await _reader_open(user.pk)
     if token is None:
         return HttpResponse(TOO_MANY_STREAMS, status=429, content_type="text/plain; charset=utf-8")
-    after = request.headers.get("Last-Event-ID") or await _quietly(streams.session_latest(pk), default="$")
+    after = request.headers.get("Last-Event-ID")
+    if not after:
+        after = await _quietly(streams.session_latest(pk), default="$")
     return _event_stream(_session_events(user.pk, token, pk, after=after))
 
 
-def _event_stream(events: AsyncIterator[str]) -> StreamingHttpResponse:
+def _event_stream(events: AsyncGenerator[str]) -> StreamingHttpResponse:
     response = StreamingHttpResponse(_without_a_connection(events), content_type="text/event-stream")
     # Proxies must pass each event on as it comes, not buffer the reply.
     response["Cache-Control"] = "no-cache"
@@ -107,7 +111,7 @@ def _event_stream(events: AsyncIterator[str]) -> StreamingHttpResponse:
     return response
 
 
-async def _without_a_connection(events: AsyncIterator[str]) -> AsyncIterator[str]:
+async def _without_a_connection(events: AsyncGenerator[str]) -> AsyncGenerator[str]:
     # The stream may last minutes; the connection that loaded the login goes back first.
     # Closing this closes the inner stream at once, so its reader stops counting as open.
     async with aclosing(events):
@@ -116,7 +120,7 @@ async def _without_a_connection(events: AsyncIterator[str]) -> AsyncIterator[str
             yield event
 
 
-async def _reply_events(user_id: int, token: str, message: Message, *, after: str) -> AsyncIterator[str]:
+async def _reply_events(user_id: int, token: str, message: Message, *, after: str) -> AsyncGenerator[str]:
     urls = _Urls(message)
     try:
         with streams.ReplyFollower(message.pk) as follower:
@@ -147,7 +151,7 @@ async def _reply_events(user_id: int, token: str, message: Message, *, after: st
         await _quietly(streams.reader_close(user_id, token))
 
 
-async def _session_events(user_id: int, token: str, session_id: int, *, after: str) -> AsyncIterator[str]:
+async def _session_events(user_id: int, token: str, session_id: int, *, after: str) -> AsyncGenerator[str]:
     ends_at = time.monotonic() + SESSION_READER_SECONDS
     try:
         yield f"retry: {RECONNECT_MILLISECONDS}\n\n"
@@ -183,6 +187,10 @@ async def _reader_open(user_id: int) -> str | None:
     return token
 
 
+@overload
+async def _quietly[T](work: Awaitable[T]) -> T | None: ...
+@overload
+async def _quietly[T](work: Awaitable[T], *, default: T) -> T: ...
 async def _quietly[T](work: Awaitable[T], *, default: T | None = None) -> T | None:
     """Bookkeeping in Redis that a reader can do without: done if Redis answers."""
     try:

@@ -31,7 +31,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, batch_size: int, **options: Any) -> None:
         for model in apps.get_models():
-            columns = [f.column for f in model._meta.concrete_fields if isinstance(f, EncryptedTextField)]
+            encrypted = [f for f in model._meta.concrete_fields if isinstance(f, EncryptedTextField)]
+            columns = [f.column for f in encrypted if f.column is not None]
             if columns:
                 count = self._rotate_table(model, columns, batch_size)
                 self.stdout.write(f"{model._meta.label}: {count} rows re-encrypted")
@@ -112,7 +113,10 @@ class Command(BaseCommand):
 def _rotation_sql(model: type[Model], columns: list[str]) -> tuple[str, str]:
     """A batch's read, its rows locked, and the write of one row: the model's table and
     primary key and the encrypted `columns` are quoted identifiers; values are parameters."""
-    rows, pk = table(model), sql.Identifier(model._meta.pk.column)
+    pk_column = model._meta.pk.column if model._meta.pk is not None else None
+    if pk_column is None:
+        raise CommandError(f"{model.__name__} has no primary key column to go through its rows by")
+    rows, pk = table(model), sql.Identifier(pk_column)
     names = [sql.Identifier(column) for column in columns]
     select = sql.SQL("SELECT {pk}, {names} FROM {rows} WHERE {pk} > %s ORDER BY {pk} LIMIT %s FOR UPDATE").format(
         pk=pk, names=sql.SQL(", ").join(names), rows=rows

@@ -15,6 +15,7 @@ import asyncio
 import json
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -121,7 +122,7 @@ async def _all_checks() -> list[Finding]:
     ]
 
 
-async def _timed(check: Any, what: str, deadline: float) -> Finding:
+async def _timed(check: Callable[[], Awaitable[Finding]], what: str, deadline: float) -> Finding:
     """One check, bounded by its share of the minute; a failure is a finding, not a crash."""
     seconds = min(STEP_SECONDS, deadline - time.monotonic())
     if seconds <= 0:

@@ -31,7 +31,9 @@ class Command(BaseCommand):
         parser.add_argument("--to", dest="high", type=float, default=0.95)
         parser.add_argument("--step", type=float, default=0.025)
 
-    def handle(self, *args: Any, pairs: Path | None, recall: float, low: float, high: float, step: float, **_: Any):
+    def handle(
+        self, *args: Any, pairs: Path | None, recall: float, low: float, high: float, step: float, **_: Any
+    ) -> None:
         path = pairs or shipped_pairs_path()
         try:
             labelled = load_pairs(path)
