@@ -152,7 +152,8 @@ def reply_save(
     the attempt no longer holds the message (swept, or retried meanwhile)."""
     now = now or timezone.now()
     reply = _reply(attempt, text=text, status=Status.COMPLETE, now=now, tokens=tokens)
-    with transaction.atomic():
+    # One statement, in no transaction of its own, unless a part-reply goes with it.
+    with transaction.atomic() if attempt.continues is not None else contextlib.nullcontext():
         if not reply_add_if_held(
             message_id=attempt.message_id, session_id=attempt.session_id, token=attempt.token, reply=reply, now=now
         ):
