@@ -60,7 +60,9 @@ def test_a_long_conversation_is_embedded_a_hundred_exchanges_to_a_request(
 def test_a_reply_the_person_stopped_leaves_only_their_words_to_search(user: User, model_server: ModelServer) -> None:
     session = session_start(user=user, first_message="Tell me about tempo runs")
     message = session.messages.get()
-    Message.objects.create(session=session, role="assistant", content="Tempo runs are", status="stopped", reply_to=message)
+    Message.objects.create(
+        session=session, role="assistant", content="Tempo runs are", status="stopped", reply_to=message
+    )
     Message.objects.filter(pk=message.pk).update(status="answered")
 
     exchanges_index(user_id=user.pk)
