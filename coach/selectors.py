@@ -80,8 +80,9 @@ class LookedBackAt:
 def look_backs_of(*, user: User, messages: Sequence[Message]) -> dict[int, list[LookedBackAt]]:
     """The conversations the coach looked back at for each of these messages, by message
     id, oldest look first: the quiet cues their replies showed, shown again on a page loaded
-    afterwards. One query; a conversation since deleted is gone from them with its rows."""
-    ids = [m.pk for m in messages if m.role == Message.Role.USER]
+    afterwards. One query; a conversation since deleted is gone from them with its rows. An
+    exchange still being answered has none here: its reply's stream replays its cues."""
+    ids = [m.pk for m in messages if m.role == Message.Role.USER and m.status not in UNANSWERED]
     looked: dict[int, list[LookedBackAt]] = {}
     if not ids:
         return looked

@@ -252,3 +252,20 @@ def test_the_turn_offers_six_strict_tools_none_taking_an_id() -> None:
         assert sorted(parameters["required"]) == sorted(parameters["properties"])
         assert not {"source", "user", "user_id", "id", "session_id", "conversation_id"} & set(parameters["properties"])
     assert settings.COACH_LOOK_BACK_MAX_TOKENS == 1500
+
+
+def test_an_exchange_still_being_answered_leaves_its_look_back_cue_to_the_reply_stream(
+    user: User, client, model_server: ModelServer
+) -> None:
+    earlier = indexed(user, KNEE)
+    current = make_session(user, "Remember my knee?", "Yes.")
+    message = current.messages.get(role="user")
+    LookBack.objects.create(user=user, message=message, looked_at=earlier)
+    client.force_login(user)
+    link = f'<a href="/chat/{earlier.pk}/">Open</a>'
+
+    Message.objects.filter(pk=message.pk).update(status="answering")
+    assert link not in client.get(f"/chat/{current.pk}/").content.decode()
+
+    Message.objects.filter(pk=message.pk).update(status="answered")
+    assert link in client.get(f"/chat/{current.pk}/").content.decode()
