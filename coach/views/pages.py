@@ -40,7 +40,14 @@ from coach.selectors import (
     session_to_write_in,
     sessions_for_user,
 )
-from coach.services import MessageRejected, TooManyTurns, message_post_as, session_end, session_start
+from coach.services import (
+    MessageRejected,
+    TooManyTurns,
+    message_post_as,
+    session_delete,
+    session_end,
+    session_start,
+)
 from coach.turn import turn_start
 
 logger = logging.getLogger(__name__)
@@ -229,6 +236,16 @@ def reply_stop(request: HttpRequest, pk: int, message_pk: int) -> HttpResponse:
 def session_close(request: HttpRequest, pk: int) -> HttpResponse:
     session = get_object_or_404(sessions_for_user(user=request.user), pk=pk)
     session_end(session=session)
+    return HttpResponseClientRedirect(reverse("chat")) if request.htmx else redirect("chat")
+
+
+@login_required
+@require_POST
+def session_delete_by_person(request: HttpRequest, pk: int) -> HttpResponse:
+    """Delete the conversation for good (session_delete), then back to the chat. Another
+    person's conversation is a 404, as if it did not exist."""
+    if not session_delete(user=request.user, session_id=pk):
+        raise Http404("No such conversation.")
     return HttpResponseClientRedirect(reverse("chat")) if request.htmx else redirect("chat")
 
 
