@@ -94,6 +94,7 @@ def conversations_search(*, user: User, query: str, limit: int, current_session_
         ConversationEmbedding.objects.filter(
             user=user,
             embedding_model=embedding.model,
+            embedding__isnull=False,
             user__memory_enabled=True,
             session__remembered=True,
             session__user=user,
