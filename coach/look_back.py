@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
+from django.db.models import Subquery
 from pgvector.django import CosineDistance
 
 from coach.exchange_index import exchanges_index as exchanges_index
@@ -90,15 +91,21 @@ def conversations_search(*, user: User, query: str, limit: int, current_session_
     query."""
     limit = max(1, min(limit, settings.COACH_LOOK_BACK_MAX_RESULTS))
     embedding = llm.embed([query])[0]
+    distance = CosineDistance("embedding", embedding.vector)
+    # The nearest first, from the vectors and the two flags alone; only those few are then
+    # joined to their words (decrypting them is the costly part). One statement all the same.
+    nearest = ConversationEmbedding.objects.filter(
+        user=user,
+        embedding_model=embedding.model,
+        embedding__isnull=False,
+        session__remembered=True,
+        user__memory_enabled=True,
+    )
+    if current_session_id is not None:
+        nearest = nearest.exclude(session_id=current_session_id)
+    nearest = nearest.annotate(distance=distance).order_by("distance", "pk").values("pk")[:limit]
     found = (
-        ConversationEmbedding.objects.filter(
-            user=user,
-            embedding_model=embedding.model,
-            embedding__isnull=False,
-            user__memory_enabled=True,
-            session__remembered=True,
-            session__user=user,
-        )
+        ConversationEmbedding.objects.filter(pk__in=Subquery(nearest))
         .select_related("session", "message", "reply")
         # Only what is shown: a conversation's kept prompt (encrypted, long) is not read.
         .only(
@@ -111,13 +118,11 @@ def conversations_search(*, user: User, query: str, limit: int, current_session_
             "message__created_at",
             "reply__content",
         )
-        .annotate(distance=CosineDistance("embedding", embedding.vector))
+        .annotate(distance=distance)
         .order_by("distance", "pk")
     )
-    if current_session_id is not None:
-        found = found.exclude(session_id=current_session_id)
     zone = ZoneInfo(user.time_zone)
-    items = [_looked_back(row, zone) for row in found[:limit]]
+    items = [_looked_back(row, zone) for row in found]
     return _within(items, settings.COACH_LOOK_BACK_MAX_TOKENS)
 
 
