@@ -16,6 +16,7 @@ query, and one statement more to record its cue.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import date
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
+from django.db import IntegrityError
 from django.db.models import Subquery
 from pgvector.django import CosineDistance
 
@@ -35,6 +37,8 @@ from memory.tool_schemas import QUERY_MAX_CHARS, nullable, strict_object
 
 if TYPE_CHECKING:
     from accounts.models import User
+
+logger = logging.getLogger(__name__)
 
 NAME = "search_conversations"
 PERSON, COACH, SUMMARY = "person", "coach", "summary"
@@ -254,13 +258,19 @@ def _looked_at_in_this_turn(context: ToolContext) -> set[int]:
 def _cue_record(context: ToolContext, looked_at: LookedAt) -> None:
     """The cue, kept for a page loaded later: one statement. A look-back twice at one
     conversation in one turn is one cue."""
-    LookBack.objects.bulk_create(
-        [
-            LookBack(user=context.user, message_id=context.message_id, looked_at_id=session_id)
-            for session_id, _ in looked_at.conversations
-        ],
-        ignore_conflicts=True,
-    )
+    try:
+        # A turn's tool calls run outside any transaction, so the reference to a conversation
+        # the person deleted since it was found fails this statement alone (Django's
+        # references are checked at commit): nothing to show, and no failed turn.
+        LookBack.objects.bulk_create(
+            [
+                LookBack(user=context.user, message_id=context.message_id, looked_at_id=session_id)
+                for session_id, _ in looked_at.conversations
+            ],
+            ignore_conflicts=True,
+        )
+    except IntegrityError:
+        logger.info("a conversation looked back at for message %s was deleted meanwhile", context.message_id)
 
 
 LOOK_BACK_TOOL = ToolFromAbove(
