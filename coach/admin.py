@@ -8,8 +8,8 @@ from django.contrib import admin
 from django.db.models import Count, QuerySet, Sum
 from django.http import HttpRequest
 
-from coach.models import ChatSession, Message
-from infra.admin import ModelAdmin, SupportSearch
+from coach.models import ChatSession, ConversationEmbedding, Message
+from infra.admin import ModelAdmin, ReadOnlyAdmin, SupportSearch
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
@@ -125,3 +125,14 @@ class MessageAdmin(SupportSearch[Message], ModelAdmin[Message]):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+
+@admin.register(ConversationEmbedding)
+class ConversationEmbeddingAdmin(SupportSearch[ConversationEmbedding], ReadOnlyAdmin[ConversationEmbedding]):
+    # What the look-back can find, and by which model: never the vector, nor the words.
+    list_display = ["pk", "user", "session", "kind", "message", "embedding_model", "embedded_at"]
+    list_filter = ["kind", "embedding_model"]
+    search_fields = ["user__email"]
+    list_select_related = ["user"]
+    fields = ["user", "session", "kind", "message", "reply", "embedding_model", "text_at", "embedded_at"]
+    readonly_fields = ["user", "session", "kind", "message", "reply", "embedding_model", "text_at", "embedded_at"]
