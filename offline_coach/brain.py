@@ -27,6 +27,7 @@ from offline_coach.prompt import (
     as_remembered,
     callable_tools,
     called_since_user,
+    earlier_replies,
     latest_round,
     remembered,
     request_kind,
@@ -99,6 +100,7 @@ def _chat_turn(body: dict[str, Any], messages: list[dict[str, Any]], today: date
             user_text=_last_user_text(messages),
             just_told=_just_told(latest, known),
             remembered=known,
+            earlier_replies=earlier_replies(messages),
         )
     )
 

@@ -361,15 +361,16 @@ def test_the_reply_after_a_save_refers_back_to_a_remembered_injury_in_plain_word
 
     assert message.tool_calls is None
     assert "run a marathon" in message.content
-    assert "You mentioned your left shoulder, so we'll keep overhead pressing out of the plan." in message.content
+    # A marathon is training: the injury matters, reworded into the sentence about it.
+    assert "Since you have a bad left shoulder, which rules out overhead pressing, we'll" in message.content
     assert not re.search(r"memor|sav|tool|goal-run-marathon|\{", message.content, re.IGNORECASE)
     assert 2 <= sentence_count(message.content) <= 4
 
 
-def test_the_reply_to_small_talk_still_refers_back_to_the_injury(client: openai.OpenAI) -> None:
+def test_the_reply_to_small_talk_brings_up_nothing_it_does_not_touch(client: openai.OpenAI) -> None:
     message = ask(client, system_prompt("# Coach", TALK, SHOULDER), {"role": "user", "content": "I had coffee."})
 
-    assert "left shoulder" in message.content
+    assert "shoulder" not in message.content and "talk in June" not in message.content
     assert 2 <= sentence_count(message.content) <= 4
 
 
