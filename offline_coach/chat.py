@@ -3,7 +3,7 @@
 What the coach writes down stays invisible: a reply takes in what the person just said in
 plain words and never talks about how it keeps track of things. What it brings up is what
 the message needs (`relevance`), reworded into the reply (`wording`), not the same note
-every time.
+every time; a correction is taken in as the app answered it.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from offline_coach.corrections import Changed
 from offline_coach.phrasing import join_words, pick
 from offline_coach.prompt import Remembered
 from offline_coach.relevance import item_topics, relevant, topics_of
@@ -64,18 +65,24 @@ def chat_reply(
     just_told: list[Remembered],
     remembered: list[Remembered],
     earlier_replies: Sequence[str] = (),
+    changed: Sequence[Changed] = (),
 ) -> str:
-    """The reply: take in what was just said, bring up what the message needs, ask what's next."""
-    told = {item.key for item in just_told}
-    used_before = [item.key for reply in earlier_replies for item in remembered if used_in(item, reply)]
-    chosen = relevant(user_text, [item for item in remembered if item.key not in told], used_before=used_before)
-    opening = _opening(user_text, just_told)
+    """The reply: take in what was just said or changed, bring up what the message needs,
+    ask what's next."""
+    gone = {change.item.key for change in changed}
+    told = {item.key for item in just_told} | gone
+    known = [item for item in remembered if item.key not in gone]
+    used_before = [item.key for reply in earlier_replies for item in known if used_in(item, reply)]
+    chosen = relevant(user_text, [item for item in known if item.key not in told], used_before=used_before)
+    opening = _opening(user_text, just_told, changed)
     references = _references(chosen, user_text)
     closing = pick(CLOSINGS, user_text, len(remembered))
     return " ".join([opening, *references, closing])
 
 
-def _opening(user_text: str, just_told: list[Remembered]) -> str:
+def _opening(user_text: str, just_told: list[Remembered], changed: Sequence[Changed]) -> str:
+    if changed:
+        return " ".join(_taken_in(change) for change in changed[:MAX_ACKNOWLEDGEMENTS])
     if just_told:
         return " ".join(acknowledge(item) for item in just_told[:MAX_ACKNOWLEDGEMENTS])
     if GREETING.match(user_text):
@@ -86,6 +93,21 @@ def _opening(user_text: str, just_told: list[Remembered]) -> str:
     if user_text.rstrip().endswith("?"):
         return pick(ANSWERS, user_text)
     return pick(OPENINGS, user_text)
+
+
+def _taken_in(change: Changed) -> str:
+    """A correction taken in, said as the app answered it."""
+    if change.action == "proposed":
+        # Protected: the app keeps it as it stands until the person confirms the change.
+        return (
+            "Thanks for putting me right. That one is a note you gave me yourself, so the change waits "
+            "for you to confirm it on your memory page; until then I'll go by what it says."
+        )
+    if change.action == "deleted":
+        return "Got it, thanks for putting me right: I'll leave that behind."
+    reworded = clause(change.item)
+    thanks = "Got it, thanks for putting me right"
+    return f"{thanks}: {reworded} now." if reworded else f"{thanks}."
 
 
 def _references(items: Sequence[Remembered], user_text: str) -> list[str]:
