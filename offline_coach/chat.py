@@ -3,7 +3,8 @@
 What the coach writes down stays invisible: a reply takes in what the person just said in
 plain words and never talks about how it keeps track of things. What it brings up is what
 the message needs (`relevance`), reworded into the reply (`wording`), not the same note
-every time; a correction is taken in as the app answered it.
+every time; "what do you remember?" is answered from the index, grouped, and an
+intention that is due is the question that ends the reply.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Sequence
 from offline_coach.corrections import Changed
 from offline_coach.phrasing import join_words, pick
 from offline_coach.prompt import Remembered
+from offline_coach.recall import asks_what_is_remembered, due_question, remembered_reply
 from offline_coach.relevance import item_topics, relevant, topics_of
 from offline_coach.topics import acknowledge
 from offline_coach.wording import clause, quoted, used_in
@@ -68,15 +70,18 @@ def chat_reply(
     changed: Sequence[Changed] = (),
 ) -> str:
     """The reply: take in what was just said or changed, bring up what the message needs,
-    ask what's next."""
-    gone = {change.item.key for change in changed}
-    told = {item.key for item in just_told} | gone
-    known = [item for item in remembered if item.key not in gone]
+    and end on a question (an intention that is due, when there is one)."""
+    told = {item.key for item in just_told} | {change.item.key for change in changed}
+    now_reads = {change.item.key: change.item for change in changed if change.action == "updated"}
+    deleted = {change.item.key for change in changed if change.action == "deleted"}
+    known = [now_reads.get(item.key, item) for item in remembered if item.key not in deleted]
+    if asks_what_is_remembered(user_text):
+        return remembered_reply(known)
     used_before = [item.key for reply in earlier_replies for item in known if used_in(item, reply)]
     chosen = relevant(user_text, [item for item in known if item.key not in told], used_before=used_before)
     opening = _opening(user_text, just_told, changed)
     references = _references(chosen, user_text)
-    closing = pick(CLOSINGS, user_text, len(remembered))
+    closing = due_question(known, earlier_replies) or pick(CLOSINGS, user_text, len(remembered))
     return " ".join([opening, *references, closing])
 
 
