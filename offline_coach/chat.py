@@ -3,8 +3,8 @@
 What the coach writes down stays invisible: a reply takes in what the person just said in
 plain words and never talks about how it keeps track of things. What it brings up is what
 the message needs (`relevance`), reworded into the reply (`wording`), not the same note
-every time; "what do you remember?" is answered from the index, grouped, and an
-intention that is due is the question that ends the reply.
+every time; a plan comes as a short Markdown list, "what do you remember?" as the index,
+grouped, and an intention that is due as the question that ends the reply.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from offline_coach.corrections import Changed
 from offline_coach.phrasing import join_words, pick
+from offline_coach.plans import asks_for_plan, week_plan
 from offline_coach.prompt import Remembered
 from offline_coach.recall import asks_what_is_remembered, due_question, remembered_reply
 from offline_coach.relevance import item_topics, relevant, topics_of
@@ -53,6 +54,7 @@ QUOTED_SINCE = {
     "exercise": "We'll keep the impact low and stop at the first sign of pain.",
     "sleep": "We'll plan your rest around it.",
 }
+PLAN_OPENING = "Here's a week to start from."
 CLOSINGS = (
     "What would you like to focus on today?",
     "How are you feeling about the week ahead?",
@@ -79,8 +81,11 @@ def chat_reply(
         return remembered_reply(known)
     used_before = [item.key for reply in earlier_replies for item in known if used_in(item, reply)]
     chosen = relevant(user_text, [item for item in known if item.key not in told], used_before=used_before)
-    opening = _opening(user_text, just_told, changed)
+    plan = asks_for_plan(user_text)
+    opening = PLAN_OPENING if plan and not (changed or just_told) else _opening(user_text, just_told, changed)
     references = _references(chosen, user_text)
+    if plan:
+        return "\n\n".join([" ".join([opening, *references]), week_plan(known)])
     closing = due_question(known, earlier_replies) or pick(CLOSINGS, user_text, len(remembered))
     return " ".join([opening, *references, closing])
 

@@ -98,7 +98,6 @@ def problems(check: Check, reply: str) -> list[str]:
     return found
 
 
-@pytest.mark.xfail(strict=True, reason="no plan as a Markdown list yet")
 def test_a_newcomers_walk_uses_what_was_said_and_takes_the_correction(
     live_app: str, client: Client, newcomer: User, model_server: ModelServer
 ) -> None:
