@@ -45,7 +45,7 @@ TOPIC_ANSWERS = {
 }
 # How a safety note shapes the answer, by the topic the message and the note share.
 SINCE = {
-    "food": "Since {clause}, leave out anything that might contain it and check the labels.",
+    "food": "Since {clause}, read every label and leave out anything you are not sure of.",
     "exercise": "Since {clause}, we'll keep the impact low and stop at the first sign of pain.",
     "sleep": "Since {clause}, keep one fixed sleep window after each shift, with the room dark and the phone away.",
 }

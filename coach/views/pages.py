@@ -40,6 +40,7 @@ from coach.selectors import (
 )
 from coach.services import MessageRejected, TooManyTurns, message_post_as, session_end, session_start
 from coach.turn import turn_start
+from coach.views.model_help import demo_coach_answers
 
 logger = logging.getLogger(__name__)
 
@@ -281,6 +282,8 @@ def _page_context(request: HttpRequest, *, session: ChatSession | None) -> dict:
         "max_chars": settings.COACH_MAX_MESSAGE_CHARS,
         "memory_enabled": request.user.memory_enabled,
         "not_remembered": _not_remembered_chosen(request),
+        # Said once on the page, not in the replies: the words are a demo's, not a model's.
+        "demo_coach": demo_coach_answers(),
     }
 
 
