@@ -20,17 +20,26 @@ from typing import Any
 
 from offline_coach.bag_of_words import words
 from offline_coach.dates import find_due_date
-from offline_coach.phrasing import as_sentence, capitalise, clip, sentences, summarise_clause, third_person
+from offline_coach.phrasing import (
+    as_sentence,
+    capitalise,
+    clip,
+    normalise,
+    sentences,
+    summarise_clause,
+    third_person,
+)
 from offline_coach.prompt import CallResult, Remembered
 from offline_coach.relevance import closest, text_of_item
 from offline_coach.reply import ToolCall
 
 UPDATE = "update_memory"
 DELETE = "delete_memory"
+# "Actually" and "now" only where they introduce a changed fact: "actually, I'd love help
+# with pacing" corrects nothing, and neither does "I'm now training three times a week".
 CUE = re.compile(
-    r"\b(?:no longer|not any ?more|any ?more|actually,? (?:it's|it is|my|the|i)|i(?:'ve| have)? stopped"
-    r"|i(?:'ve| have)? changed my"
-    r"|now i\b|i(?:'m| am) now|(?:is|are) now)\b",
+    r"\b(?:no longer|not any ?more|any ?more|i(?:'ve| have)? stopped|i(?:'ve| have)? changed my|now i\b"
+    r"|actually,? (?:it's|it is|my [\w ]+? (?:is|are)|the [\w ]+? (?:is|are))|my [\w ]+? (?:is|are) now)\b",
     re.IGNORECASE,
 )
 # What ends a memory, rather than changing it: "I've stopped", "no longer", "not any more".
@@ -67,6 +76,8 @@ class Corrections:
 
     def rest(self, text: str) -> str:
         """`text` without the sentences that were corrections: nothing else to note in them."""
+        # As `sentences` spelled them: straight apostrophes, single spaces.
+        text = normalise(text)
         for sentence in self.sentences:
             text = text.replace(sentence, " ")
         return text
