@@ -90,7 +90,9 @@ def item_topics(item: Remembered) -> set[str]:
     if item.category not in SAFETY_CATEGORIES and item.category != "schedule":
         return set()
     text = text_of_item(item)
-    return {topic.name for topic in TOPICS if topic.memory.search(text)}
+    # A limit on training ("No downhill running") names the activity, not an injury.
+    activity = {"exercise"} if item.category == "constraint" and TOPICS[1].message.search(text) else set()
+    return {topic.name for topic in TOPICS if topic.memory.search(text)} | activity
 
 
 def relevant(text: str, items: Sequence[Remembered], *, used_before: Sequence[str] = ()) -> list[Remembered]:

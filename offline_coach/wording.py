@@ -121,6 +121,9 @@ def _reworded(text: str) -> str | None:
         return lower_first(second_person_words(text))
     if reader := addressed_to_reader(text):
         return reader
+    if limit := LIMIT.match(text):
+        # "No downhill running", a limit noted alone.
+        return f"{limit.group(1).lower()} is out"
     if STATE.match(text):
         return f"you're {lower_first(text)}"
     if CONDITION.match(text):

@@ -195,6 +195,21 @@ def test_food_they_will_not_eat_is_a_diet_constraint(client: openai.OpenAI, stat
 @pytest.mark.parametrize(
     ("statement", "summary"),
     [
+        ("No downhill running.", "No downhill running"),
+        ("Avoid jumping.", "No jumping"),
+        ("I can't do burpees.", "No burpees"),
+        ("Please, no downhill running because of my knee.", "No downhill running"),
+    ],
+)
+def test_a_limit_on_training_said_alone_is_a_constraint(client: openai.OpenAI, statement: str, summary: str) -> None:
+    save = only_save(client, statement)
+
+    assert (save["tier"], save["category"], save["summary"]) == ("profile", "constraint", summary)
+
+
+@pytest.mark.parametrize(
+    ("statement", "summary"),
+    [
         ("I train on Mondays and Thursdays.", "Trains on Mondays and Thursdays"),
         ("I can only work out in the mornings.", "Can only work out in the mornings"),
         ("I work night shifts.", "Works night shifts"),

@@ -46,6 +46,7 @@ def note(summary: str, category: str = "other") -> Remembered:
         ("Bad left knee", "you have a bad left knee"),
         ("Bad left shoulder: no overhead pressing", "you have a bad left shoulder, which rules out overhead pressing"),
         ("They sleep during the day", "you sleep during the day"),
+        ("No downhill running", "downhill running is out"),
     ],
 )
 def test_a_note_is_reworded_to_the_person_without_its_full_stop(summary: str, said: str) -> None:
@@ -98,6 +99,13 @@ def test_training_brings_up_the_injuries_then_what_is_close_in_meaning() -> None
 
     assert used[:2] in (["injury-1", "allergy-1"], ["allergy-1", "injury-1"])
     assert used[2:] == ["half-marathon-april"]
+
+
+def test_a_limit_on_training_comes_up_for_training_and_not_for_food() -> None:
+    downhill = Remembered(key="constraint-1", summary="No downhill running", category="constraint")
+
+    assert relevant("Plan my long run", [downhill]) == [downhill]
+    assert relevant("What should I eat tonight?", [downhill]) == []
 
 
 def test_sleep_brings_up_the_night_shifts() -> None:
