@@ -1,8 +1,10 @@
 """The rule-based coach: what it answers a chat completion request with. Deterministic.
 
 A chat turn whose last message is the user's, with `save_memory` offered, calls it once
-per memory-worthy statement. After tool results it answers in words, unless a save was
-flagged as a near-copy: then, once per user message, it answers the flag. Notes that
+per memory-worthy statement; a sentence that corrects a memory ("actually it's in July",
+"I no longer ...") is an `update_memory` or `delete_memory` on it instead (`corrections`).
+After tool results it answers in words, unless a save was flagged as a near-copy: then,
+once per user message, it answers the flag. Notes that
 single out different facts (another month, another day, the other side, another number,
 another topic) are kept apart with `keep_separate`; the rest are merged into the existing
 memory with `update_memory`. Summaries, emails and weekly episodes are answered in words;
