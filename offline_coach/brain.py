@@ -1,8 +1,10 @@
 """The rule-based coach: what it answers a chat completion request with. Deterministic.
 
 A chat turn whose last message is the user's, with `save_memory` offered, calls it once
-per memory-worthy statement. After tool results it answers in words, unless a save was
-flagged as a near-copy: then, once per user message, it answers the flag. Notes that
+per memory-worthy statement; a sentence that corrects a memory ("actually it's in July",
+"I no longer ...") is an `update_memory` or `delete_memory` on it instead (`corrections`).
+After tool results it answers in words, unless a save was flagged as a near-copy: then,
+once per user message, it answers the flag. Notes that
 single out different facts (another month, another day, the other side, another number,
 another topic) are kept apart with `keep_separate`; the rest are merged into the existing
 memory with `update_memory`. Summaries, emails and weekly episodes are answered in words;
@@ -20,6 +22,7 @@ from datetime import date
 from typing import Any
 
 from offline_coach.chat import chat_reply
+from offline_coach.corrections import REASON_PREFIX, changes_made, corrections_in, is_correction
 from offline_coach.documents import follow_up_email, session_summary, weekly_episode
 from offline_coach.facts import pasted_facts
 from offline_coach.look_back import SEARCH, answer_from, look_back_call, looked_back
@@ -30,12 +33,14 @@ from offline_coach.prompt import (
     as_remembered,
     callable_tools,
     called_since_user,
+    earlier_replies,
     latest_round,
     remembered,
     request_kind,
     stated_today,
     text_of,
 )
+from offline_coach.recall import asks_what_is_remembered
 from offline_coach.reply import Reply, ToolCall
 from offline_coach.statements import notes_in
 
@@ -63,7 +68,8 @@ GIVEN_UP_FILLERS = frozenset({"the", "my", "a", "an", "idea", "of", "on", "plan"
 LET_GO = frozenset({"goal", "project", "schedule", "habit", "preference", "other"})
 # The longest reason the app takes from a model; a server of its own, it cannot import the app's.
 REASON_CHARS = 300
-MERGE_REASON = "The user said this again in other words; merged into the existing memory instead of a duplicate."
+# Reasons are shown to the person (a memory's history, a suggestion): written to them.
+MERGE_REASON = "You said this again in other words, so it went into the note already kept."
 
 DOCUMENTS = {
     Kind.SESSION_SUMMARY: session_summary,
@@ -86,15 +92,23 @@ def respond(body: dict[str, Any], *, today: date) -> Reply:
 def _chat_turn(body: dict[str, Any], messages: list[dict[str, Any]], today: date) -> Reply:
     tools = callable_tools(body)
     last = messages[-1] if messages else {}
-    if last.get("role") == "user" and SEARCH in tools and (look := look_back_call(text_of(last))):
-        # Asked about an earlier conversation: looked back first, answered from what it finds.
+    # Asked about an earlier conversation: looked back first, answered from what it finds.
+    # "What do you remember about me?" is not such a question: the index answers it.
+    if (
+        last.get("role") == "user"
+        and SEARCH in tools
+        and not asks_what_is_remembered(text_of(last))
+        and (look := look_back_call(text_of(last)))
+    ):
         return Reply(tool_calls=(look,))
     if last.get("role") == "user":
-        saves = notes_in(text_of(last), today=today) if SAVE in tools else []
-        drops = given_up(text_of(last), remembered(messages)) if DELETE in tools else []
-        if saves or drops:
+        fixes = corrections_in(text_of(last), remembered(messages), today=today, tools=tools)
+        # A correction's sentence is not also a new note: "my talk is in July now" changes the talk.
+        saves = notes_in(fixes.rest(text_of(last)), today=today) if SAVE in tools else []
+        drops = given_up(fixes.rest(text_of(last)), remembered(messages)) if DELETE in tools else []
+        if saves or drops or fixes.calls:
             return Reply(
-                tool_calls=(*(ToolCall(SAVE, json.dumps(note.arguments())) for note in saves), *drops),
+                tool_calls=(*fixes.calls, *(ToolCall(SAVE, json.dumps(note.arguments())) for note in saves), *drops),
             )
     latest = latest_round(messages) if last.get("role") == "tool" else []
     if (found := looked_back(latest)) is not None:
@@ -105,8 +119,10 @@ def _chat_turn(body: dict[str, Any], messages: list[dict[str, Any]], today: date
     return Reply(
         text=chat_reply(
             user_text=_last_user_text(messages),
-            just_told=_just_told(latest, known),
+            just_told=_just_told([call for call in latest if not is_correction(call)], known),
             remembered=known,
+            earlier_replies=earlier_replies(messages),
+            changed=changes_made(latest, known),
         )
     )
 
@@ -155,7 +171,7 @@ def given_up(text: str, known: list[Remembered]) -> list[ToolCall]:
         words = set(re.findall(r"[a-z0-9]+", said.group(1).lower())) - GIVEN_UP_FILLERS
         for item in known:
             if words and item.category in LET_GO and words <= set(re.findall(r"[a-z0-9]+", item.summary.lower())):
-                reason = f'The person said they dropped it: "{said.group(0).strip()}"'
+                reason = f"{REASON_PREFIX}\u201c{said.group(0).strip()}\u201d"
                 calls.append(ToolCall(DELETE, json.dumps({"key": item.key, "reason": reason[:REASON_CHARS]})))
     return calls
 

@@ -8,7 +8,10 @@ The offline coach relies on these conventions, and only these:
   else is a chat turn.
 - A line `Today: YYYY-MM-DD` in a system message is today's date.
 - Any line of a system message that is a JSON object with "key" and "summary" is a memory
-  (the other fields, "tier", "category", "content", "due_at", are optional).
+  (the other fields, "tier", "category", "content", "due_at", "source", "bring_up", are
+  optional); so is an index line under a topic's heading, `- key (YYYY-MM-DD): summary`.
+- A memory note (`[memory note, 3 Dec] You saved key: ...`, `key now reads: ...`,
+  `key is no longer kept ...`) changes what is remembered from where it stands on.
 - A line starting `Previous email:` begins an earlier email; the lines under it belong to
   it, up to the next such line, a `#` heading, a memory line or the end of the message.
 - Conversation quoted in a system or user message is one turn per line, `User: ...` or
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from enum import StrEnum
 from typing import Any
@@ -29,6 +32,15 @@ from typing import Any
 TODAY = re.compile(r"^\s*Today:\s*(\d{4}-\d{2}-\d{2})(?:\s*\([A-Za-z]+\))?\s*$", re.MULTILINE)
 NAME = re.compile(r"^\s*Name:\s*(.+?)\s*$", re.MULTILINE)
 PREVIOUS_EMAIL = re.compile(r"^\s*Previous email:\s*", re.IGNORECASE)
+# The index's line for a memory not quoted whole: "- talk-june (2026-12-03): Giving a talk in June".
+INDEX_LINE = re.compile(r"^- ([a-z0-9][a-z0-9-]*) \(\d{4}-\d{2}-\d{2}\): (.+?)\s*$")
+MEMORY_NOTE = re.compile(r"^\s*\[memory note, [^\]]*\]\s*(.+?)\s*$")
+NOTE_SAVED = re.compile(r"^(?:You saved|The person added) ([a-z0-9-]+): (.+)$")
+NOTE_NOW_READS = re.compile(r"^([a-z0-9-]+) now reads: (.+)$")
+NOTE_GONE = re.compile(r"^([a-z0-9-]+) is no longer kept\b")
+MONTH_IN_KEY = re.compile(
+    r"-(?:january|february|march|april|may|june|july|august|september|october|november|december)\b"
+)
 CONVERSATION_LINE = re.compile(
     r"^\s*(?:[-*\u2022]\s*)?\**(user|assistant|coach)\**\s*:\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE
 )
@@ -54,6 +66,9 @@ class Remembered:
     category: str = ""
     content: str = ""
     due_at: str | None = None
+    # Who wrote it, as the app says it ("the person", "you"); and whether it is due now.
+    source: str = ""
+    bring_up: bool = False
 
 
 @dataclass(frozen=True)
@@ -120,17 +135,48 @@ def user_name(messages: list[dict[str, Any]]) -> str | None:
 
 def remembered(messages: list[dict[str, Any]]) -> list[Remembered]:
     """The memories listed in the system prompt, in order, one per key; each under its
-    topic's heading ("# goal"), which names its category where the line does not."""
+    topic's heading ("# goal"), which names its category where the line does not. Notes
+    appended later in the conversation (saved, now reads, no longer kept) apply in order."""
     found: dict[str, Remembered] = {}
     topic = ""
     for line in system_text(messages).splitlines():
         if line.startswith("# "):
             topic = line.removeprefix("# ").strip().lower()
             continue
-        item = _json_object(line)
+        if note := MEMORY_NOTE.match(line):
+            _apply_note(found, note.group(1))
+            continue
+        item = _json_object(line) or _index_line(line, topic)
         if item and isinstance(item.get("key"), str) and isinstance(item.get("summary"), str):
             found.setdefault(item["key"], as_remembered({"category": topic, **item}))
     return list(found.values())
+
+
+def _index_line(line: str, topic: str) -> dict[str, Any] | None:
+    match = INDEX_LINE.match(line) if topic else None
+    return {"key": match.group(1), "summary": match.group(2)} if match else None
+
+
+def _apply_note(found: dict[str, Remembered], note: str) -> None:
+    if gone := NOTE_GONE.match(note):
+        found.pop(gone.group(1), None)
+    elif said := NOTE_SAVED.match(note) or NOTE_NOW_READS.match(note):
+        key, text = said.group(1), said.group(2).strip()
+        fields = _parsed(text) if text.startswith("{") else {"summary": text}
+        if not isinstance(fields, dict) or not isinstance(fields.get("summary"), str):
+            return
+        earlier = found.get(key) or Remembered(key=key, summary="", category=_category_of_key(key))
+        changes = {name: value for name, value in fields.items() if name in {"summary", "content"} and value}
+        found[key] = replace(earlier, **changes)
+
+
+def _category_of_key(key: str) -> str:
+    # A note names no category: its key says it the way the app and this coach name
+    # memories ("allergy-1" for a safety note, "talk-june" for a dated intention).
+    head = key.split("-")[0]
+    if head in {"injury", "allergy", "medical", "safety", "constraint", "goal", "schedule", "feedback"}:
+        return head
+    return "project" if MONTH_IN_KEY.search(key) else "other"
 
 
 def previous_emails(messages: list[dict[str, Any]]) -> list[str]:
@@ -163,6 +209,16 @@ def conversation(messages: list[dict[str, Any]]) -> list[Line]:
         Line(message["role"], text_of(message).strip())
         for message in messages
         if message.get("role") in {"user", "assistant"} and text_of(message).strip()
+    ]
+
+
+def earlier_replies(messages: list[dict[str, Any]]) -> list[str]:
+    """The coach's replies so far in this conversation, before the person's latest message."""
+    last_user = max((index for index, message in enumerate(messages) if message.get("role") == "user"), default=0)
+    return [
+        text_of(message)
+        for message in messages[:last_user]
+        if message.get("role") == "assistant" and text_of(message).strip()
     ]
 
 
@@ -226,6 +282,8 @@ def as_remembered(item: dict[str, Any]) -> Remembered:
         category=field("category"),
         content=field("content"),
         due_at=field("due_at") or None,
+        source=field("source"),
+        bring_up=item.get("bring_up") == "now",
     )
 
 

@@ -258,3 +258,32 @@ def diet(sentence: str, today: date) -> Found | None:
     else:
         return None
     return Found(start, Note("diet", PROFILE, "constraint", clip(summary), as_sentence(third_person(sentence))))
+
+
+# Limits on training ------------------------------------------------------------------
+
+# "No downhill running", "avoid jumping", "I can't do burpees": a limit on what they train,
+# said alone (an injury's own limit is part of the injury's note).
+ACTIVITY_LIMIT = re.compile(
+    r"^(?:please,?\s+)?(?:no|avoid|avoiding|i (?:can't|cannot|shouldn't|mustn't) do|i(?:'m| am) not allowed to do)\s+"
+    r"((?:[\w-]+\s+){0,2}?(?:running|runs|jumping|jumps|lifting|squats?|squatting|sprints?|sprinting|hills?"
+    r"|burpees|lunges|deadlifts?|pressing|presses|swimming|cycling|impact|plyometrics|hiking|climbing))\b",
+    re.IGNORECASE,
+)
+
+
+def activity_limit(sentence: str, today: date) -> Found | None:
+    match = ACTIVITY_LIMIT.search(sentence)
+    if match is None or (BODY_PART.search(sentence) and INJURY_CUE.search(sentence)):
+        return None
+    summary = f"No {match.group(1).lower()}"
+    return Found(
+        0,
+        Note(
+            slug(["no", *match.group(1).split()]),
+            PROFILE,
+            "constraint",
+            clip(summary),
+            as_sentence(third_person(sentence)),
+        ),
+    )

@@ -27,7 +27,7 @@ from offline_coach.phrasing import (
     summarise_clause,
     third_person,
 )
-from offline_coach.safety import allergy, diet, injury, intolerance, medication
+from offline_coach.safety import activity_limit, allergy, diet, injury, intolerance, medication
 
 
 def notes_in(text: str, *, today: date) -> list[Note]:
@@ -277,6 +277,7 @@ def _undated_intention(sentence: str, today: date) -> Found | None:
 
 RECOGNISERS: tuple[Recogniser, ...] = (
     injury,
+    activity_limit,
     allergy,
     intolerance,
     medication,

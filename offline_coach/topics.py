@@ -47,6 +47,12 @@ def body_part(item: Remembered) -> str:
     return second_person_words(condition)
 
 
+def injury_limit_of(summary: str) -> str | None:
+    """ "downhill running" for "No downhill running"; None without a "no ..." at its start."""
+    summary = summary.strip().rstrip(".")
+    return LIMIT_PREFIX.sub("", summary) if LIMIT_PREFIX.match(summary) else None
+
+
 def injury_limit(item: Remembered) -> str | None:
     """ "overhead pressing" for "Bad left shoulder: no overhead pressing"; None without a "no ..." limit."""
     _, _, limit = item.summary.partition(":")
@@ -153,6 +159,8 @@ def acknowledge(item: Remembered) -> str:
     addressed = addressed_to_reader(item.summary)
     if category in {"constraint", "schedule"} and addressed:
         return f"Got it: {addressed}, and I'll plan around that."
+    if category == "constraint" and (limit := injury_limit_of(item.summary)):
+        return f"Got it: no {limit}, and I'll plan around that."
     return "Thanks, that's useful to know."
 
 

@@ -107,6 +107,7 @@ def visitor_states() -> dict[str, State]:
         "sign up": lambda page, base: page.goto(base + "/accounts/signup/"),
         "sign up, nothing filled in": signup_error,
         "password reset": lambda page, base: page.goto(base + "/accounts/password/reset/"),
+        "using a real model": lambda page, base: page.goto(base + "/help/model"),
         # Last: it signs in (and out again, by dropping the cookie, for the next size).
         "signed in, with a message saying so": signed_in_with_its_message,
     }

@@ -51,6 +51,7 @@ from coach.services import (
     session_start,
 )
 from coach.turn import turn_start
+from coach.views.model_help import demo_coach_answers
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -325,6 +326,8 @@ def _page_context(request: HttpRequest, *, user: User, session: ChatSession | No
         "max_chars": settings.COACH_MAX_MESSAGE_CHARS,
         "memory_enabled": user.memory_enabled,
         "not_remembered": _not_remembered_chosen(request),
+        # Said once on the page, not in the replies: the words are a demo's, not a model's.
+        "demo_coach": demo_coach_answers(),
     }
 
 

@@ -195,6 +195,21 @@ def test_food_they_will_not_eat_is_a_diet_constraint(client: openai.OpenAI, stat
 @pytest.mark.parametrize(
     ("statement", "summary"),
     [
+        ("No downhill running.", "No downhill running"),
+        ("Avoid jumping.", "No jumping"),
+        ("I can't do burpees.", "No burpees"),
+        ("Please, no downhill running because of my knee.", "No downhill running"),
+    ],
+)
+def test_a_limit_on_training_said_alone_is_a_constraint(client: openai.OpenAI, statement: str, summary: str) -> None:
+    save = only_save(client, statement)
+
+    assert (save["tier"], save["category"], save["summary"]) == ("profile", "constraint", summary)
+
+
+@pytest.mark.parametrize(
+    ("statement", "summary"),
+    [
         ("I train on Mondays and Thursdays.", "Trains on Mondays and Thursdays"),
         ("I can only work out in the mornings.", "Can only work out in the mornings"),
         ("I work night shifts.", "Works night shifts"),
@@ -361,15 +376,16 @@ def test_the_reply_after_a_save_refers_back_to_a_remembered_injury_in_plain_word
 
     assert message.tool_calls is None
     assert "run a marathon" in message.content
-    assert "You mentioned your left shoulder, so we'll keep overhead pressing out of the plan." in message.content
+    # A marathon is training: the injury matters, reworded into the sentence about it.
+    assert "Since you have a bad left shoulder, which rules out overhead pressing, we'll" in message.content
     assert not re.search(r"memor|sav|tool|goal-run-marathon|\{", message.content, re.IGNORECASE)
     assert 2 <= sentence_count(message.content) <= 4
 
 
-def test_the_reply_to_small_talk_still_refers_back_to_the_injury(client: openai.OpenAI) -> None:
+def test_the_reply_to_small_talk_brings_up_nothing_it_does_not_touch(client: openai.OpenAI) -> None:
     message = ask(client, system_prompt("# Coach", TALK, SHOULDER), {"role": "user", "content": "I had coffee."})
 
-    assert "left shoulder" in message.content
+    assert "shoulder" not in message.content and "talk in June" not in message.content
     assert 2 <= sentence_count(message.content) <= 4
 
 

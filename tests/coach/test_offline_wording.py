@@ -1,0 +1,139 @@
+"""How the offline coach says a remembered note back, and which notes a reply uses.
+
+Pure functions of the coach, no server: the walk (test_offline_walk) shows them in the app.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from offline_coach import relevance
+from offline_coach.prompt import Remembered
+from offline_coach.relevance import relevant
+from offline_coach.wording import PASTED, clause, each_clause, said_back
+
+KNEE = Remembered(key="injury-1", summary="Bad left knee", category="injury", tier="profile")
+ONBOARDING = Remembered(
+    key="allergy-1",
+    summary="Allergic to peanuts. I had a stress fracture in my right shin in 2023.",
+    category="allergy",
+    source="the person",
+)
+SHIFTS = Remembered(key="schedule", summary="Works night shifts", category="schedule")
+RACE = Remembered(key="half-marathon-april", summary="Training for a half marathon in April", category="project")
+TALK = Remembered(key="talk-june", summary="Giving a talk in June", category="project")
+STYLE = Remembered(key="coaching-style", summary="Wants short, to-the-point answers", category="feedback")
+EVERYTHING = [KNEE, ONBOARDING, SHIFTS, RACE, TALK, STYLE]
+
+
+def note(summary: str, category: str = "other") -> Remembered:
+    return Remembered(key="note", summary=summary, category=category)
+
+
+# Rewording ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("summary", "said"),
+    [
+        ("I had a stress fracture in my right shin in 2023.", "you had a stress fracture in your right shin in 2023"),
+        ("My talk is in June", "your talk is in June"),
+        ("Works night shifts", "you work night shifts"),
+        ("Giving a talk in June", "you're giving a talk in June"),
+        ("Allergic to peanuts", "you're allergic to peanuts"),
+        ("Bad left knee", "you have a bad left knee"),
+        ("Bad left shoulder: no overhead pressing", "you have a bad left shoulder, which rules out overhead pressing"),
+        ("They sleep during the day", "you sleep during the day"),
+        ("No downhill running", "downhill running is out"),
+    ],
+)
+def test_a_note_is_reworded_to_the_person_without_its_full_stop(summary: str, said: str) -> None:
+    assert clause(note(summary)) == said
+
+
+def test_text_no_rule_rewords_is_quoted_as_a_note_of_what_they_said() -> None:
+    assert clause(note("Talk in July now")) is None
+    assert said_back(note("Talk in July now")) == "You told me: \u201cTalk in July now.\u201d"
+
+
+def test_a_note_of_two_facts_gives_the_one_the_message_is_about() -> None:
+    assert clause(ONBOARDING, about="Can you plan my training week?") == (
+        "you had a stress fracture in your right shin in 2023"
+    )
+    assert clause(ONBOARDING, about="What should I eat tonight?") == "you're allergic to peanuts"
+    assert each_clause(ONBOARDING) == [
+        "you're allergic to peanuts",
+        "you had a stress fracture in your right shin in 2023",
+    ]
+
+
+PIECES = """
+    I my me you your they their am is had have bad left knee allergic to peanuts . , : no running
+    works night shifts in June 2023 training Giving a talk
+"""
+WORDS = st.sampled_from(PIECES.split())
+
+
+@given(st.lists(WORDS, min_size=1, max_size=12).map(" ".join))
+def test_whatever_a_note_says_a_reworded_clause_never_reads_pasted(summary: str) -> None:
+    reworded = clause(note(summary))
+    assert reworded is None or not PASTED.search(reworded)
+    assert said_back(note(summary)).endswith((".", ".\u201d"))
+
+
+# Which notes a reply uses ---------------------------------------------------------------
+
+
+def keys(items: list[Remembered]) -> list[str]:
+    return [item.key for item in items]
+
+
+def test_food_brings_up_the_allergy_and_not_the_knee() -> None:
+    assert keys(relevant("What should I eat the night before a long run?", EVERYTHING)) == ["allergy-1"]
+
+
+def test_training_brings_up_the_injuries_then_what_is_close_in_meaning() -> None:
+    used = keys(relevant("Can you plan my training week?", EVERYTHING))
+
+    assert used[:2] in (["injury-1", "allergy-1"], ["allergy-1", "injury-1"])
+    assert used[2:] == ["half-marathon-april"]
+
+
+def test_a_limit_on_training_comes_up_for_training_and_not_for_food() -> None:
+    downhill = Remembered(key="constraint-1", summary="No downhill running", category="constraint")
+
+    assert relevant("Plan my long run", [downhill]) == [downhill]
+    assert relevant("What should I eat tonight?", [downhill]) == []
+
+
+def test_sleep_brings_up_the_night_shifts() -> None:
+    assert keys(relevant("I keep sleeping badly. Any advice?", EVERYTHING)) == ["schedule"]
+
+
+def test_a_message_that_touches_nothing_brings_up_nothing_and_style_never_comes_up() -> None:
+    assert relevant("I had coffee.", EVERYTHING) == []
+    assert relevant("Keep your answers short, please", [STYLE]) == []
+
+
+def test_what_earlier_replies_used_goes_after_what_they_did_not() -> None:
+    sore = Remembered(key="injury-2", summary="Sore right ankle", category="injury")
+    first = keys(relevant("Plan my run", [KNEE, sore]))
+
+    again = keys(relevant("Plan my run", [KNEE, sore], used_before=[first[0]]))
+
+    assert again == [first[1], first[0]]
+
+
+def test_at_most_three_are_used() -> None:
+    injuries = [Remembered(key=f"injury-{n}", summary=f"Sore knee number {n}", category="injury") for n in range(5)]
+
+    assert len(relevant("Plan my training", injuries)) == 3
+
+
+def test_without_minilm_closeness_is_the_bag_of_words(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(relevance.minilm, "is_available", lambda: False)
+
+    assert keys(relevant("What about my talk in June?", EVERYTHING)) == ["talk-june"]
+    assert relevant("Any thoughts on the slides?", [TALK]) == []
