@@ -42,6 +42,9 @@ class RunningTurns(TypedDict):
 
 type SessionWithRunningTurns = WithAnnotations[ChatSession, RunningTurns]
 
+# The conversation's columns a post leaves unread (deferred, as `.defer()` leaves them).
+UNREAD_WHEN_POSTING = ("prompt",)
+
 
 def session_locked(*, user_id: int, session_id: int) -> SessionWithRunningTurns | None:
     """The person's conversation, with `running_turns`: how many of their messages are
@@ -54,8 +57,9 @@ def session_locked(*, user_id: int, session_id: int) -> SessionWithRunningTurns 
         row = cursor.fetchone()
     if row is None:
         return None
-    # Read as the ORM's annotate() would leave it.
-    found = cast("SessionWithRunningTurns", from_row(ChatSession, row[:-1]))
+    # Read as the ORM's annotate() would leave it, its kept prompt deferred: posting a
+    # message has no use for it, and decrypting it would cost every post.
+    found = cast("SessionWithRunningTurns", from_row(ChatSession, row[:-1], without=UNREAD_WHEN_POSTING))
     found.running_turns = row[-1]
     return found
 
@@ -202,7 +206,7 @@ def _session_locked() -> sql.Composed:
         )
         FROM {session} s WHERE s.id = %(session_id)s AND s.user_id = %(user_id)s
         FOR UPDATE OF s"""
-    ).format(session_columns=columns(ChatSession, "s"), message=message, session=session)
+    ).format(session_columns=columns(ChatSession, "s", without=UNREAD_WHEN_POSTING), message=message, session=session)
 
 
 def _message_claimed() -> sql.Composed:

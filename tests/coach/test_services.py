@@ -125,3 +125,18 @@ def test_a_message_sent_again_is_not_added_and_leaves_its_conversation_as_it_was
     assert session.messages.count() == 1
     session.refresh_from_db()
     assert session.last_message_at == sent_at
+
+
+def test_posting_a_message_leaves_the_conversations_kept_prompt_unread(user: User) -> None:
+    from django.db import transaction
+
+    from coach.statements import session_locked
+
+    session = session_start(user=user)
+    ChatSession.objects.filter(pk=session.pk).update(prompt="A kept prompt, long and encrypted.")
+
+    with transaction.atomic():
+        locked = session_locked(user_id=user.pk, session_id=session.pk)
+
+    assert locked is not None and "prompt" in locked.get_deferred_fields()
+    assert locked.running_turns == 0
