@@ -8,10 +8,11 @@ from django.http import HttpRequest
 
 from coach.models import ChatSession, Message
 from infra.admin import SupportSearch
+from memory.staff_audit import StaffActionAudit
 
 
 @admin.register(ChatSession)
-class ChatSessionAdmin(SupportSearch, admin.ModelAdmin):
+class ChatSessionAdmin(SupportSearch, StaffActionAudit, admin.ModelAdmin):
     list_display = [
         "pk",
         "user",
@@ -63,7 +64,7 @@ class ChatSessionAdmin(SupportSearch, admin.ModelAdmin):
 
 
 @admin.register(Message)
-class MessageAdmin(SupportSearch, admin.ModelAdmin):
+class MessageAdmin(SupportSearch, StaffActionAudit, admin.ModelAdmin):
     # What people wrote stays out of the admin: who, when and how it went, not the words.
     list_display = [
         "pk",

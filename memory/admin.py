@@ -17,6 +17,7 @@ from memory.drafts import MemoryDraft
 from memory.embeddings import embed_memory
 from memory.models import Memory, MemoryEvent, MemoryProposal, PrivateTextViewing, Source
 from memory.services import memory_delete, memory_save
+from memory.staff_audit import StaffActionAudit
 
 
 class ProtectedFilter(admin.SimpleListFilter):
@@ -54,7 +55,7 @@ class WrittenByFilter(admin.SimpleListFilter):
 
 
 @admin.register(Memory)
-class MemoryAdmin(SupportSearch, PrivateTextAdmin):
+class MemoryAdmin(SupportSearch, StaffActionAudit, PrivateTextAdmin):
     # No key and no text in the lists: keys say as much as the notes (DESIGN.md section 8).
     list_display = ["pk", "user", "tier", "category", "written_by", "protected", "updated_at"]
     list_filter = ["tier", "category", WrittenByFilter, ProtectedFilter]

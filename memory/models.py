@@ -296,8 +296,15 @@ class MemoryOverlap(models.Model):
 class PrivateTextViewing(models.Model):
     """A staff member opened a person's private text in the admin (a memory, its history, a
     suggestion, an email): who, whose, what, when and why. Only staff with the permission
-    below may, and only after stating why; the person sees each one on their memory page."""
+    below may, and only after stating why; the person sees each one on their memory page.
+    Every other staff action on a person (a change, a deletion, a reset link sent) is
+    recorded here too, as an action, and shown to them the same way."""
 
+    class Kind(models.TextChoices):
+        READ = "read", "read private text"
+        ACTION = "action", "acted on the account"
+
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.READ, db_default=Kind.READ)
     viewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.DB_SET_NULL, null=True, related_name="+")
     # Kept as written, so the record outlives the staff account.
     viewer_email = models.CharField(max_length=254)

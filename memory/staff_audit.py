@@ -1,0 +1,66 @@
+"""Every staff action on a person, recorded and shown to them (DESIGN.md section 8).
+
+Reads of private text are recorded by memory/admin_privacy.py; this records the rest: an
+addition, a change or a deletion made in the admin to anything about a person, and actions
+such as sending them a reset link. A record names what was done by kind and id, never by
+the person's words, and is listed on the person's memory page beside the readings."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from memory.models import PrivateTextViewing
+
+if TYPE_CHECKING:
+    from accounts.models import User
+
+
+def staff_action_record(*, staff: User, person: User, what: str) -> PrivateTextViewing:
+    """Record that `staff` did `what` ("changed memory 4") to `person`'s account."""
+    return PrivateTextViewing.objects.create(
+        kind=PrivateTextViewing.Kind.ACTION,
+        viewer=staff,
+        viewer_email=staff.email,
+        person=person,
+        what=what[:100],
+        reason="",
+    )
+
+
+class StaffActionAudit(admin.ModelAdmin):
+    """A model admin whose additions, changes and deletions are recorded for the person the
+    row is about (found by `person_path`, as in infra.admin.SupportSearch)."""
+
+    person_path = "user"
+
+    def person_for_audit(self, obj: Any) -> User | None:
+        person = obj
+        for step in self.person_path.split("__") if self.person_path else []:
+            person = getattr(person, step, None)
+        return person
+
+    def _audit(self, request: HttpRequest, obj: Any, done: str) -> None:
+        person = self.person_for_audit(obj)
+        if person is None or person.pk is None:
+            return
+        name = "account" if person == obj else self.opts.verbose_name
+        staff_action_record(staff=request.user, person=person, what=f"{done} {name} {obj.pk}")
+
+    def log_addition(self, request: HttpRequest, obj: Any, message: Any) -> Any:
+        self._audit(request, obj, "added")
+        return super().log_addition(request, obj, message)
+
+    def log_change(self, request: HttpRequest, obj: Any, message: Any) -> Any:
+        self._audit(request, obj, "changed")
+        return super().log_change(request, obj, message)
+
+    def log_deletions(self, request: HttpRequest, queryset: QuerySet) -> Any:
+        for obj in queryset:
+            # A person being erased takes their records with them: nothing to show them.
+            if self.person_for_audit(obj) != obj:
+                self._audit(request, obj, "deleted")
+        return super().log_deletions(request, queryset)
