@@ -239,7 +239,7 @@ class MemoryEvent(models.Model):
 
 
 class MemoryProposal(models.Model):
-    """A change the coach asked for on a protected memory, waiting for the user."""
+    """A change the coach (or staff) asked for on a protected memory, waiting for the user."""
 
     class Kind(models.TextChoices):
         UPDATE = "update"
@@ -250,7 +250,15 @@ class MemoryProposal(models.Model):
         CONFIRMED = "confirmed"
         REJECTED = "rejected"
 
+    class SuggestedBy(models.TextChoices):
+        COACH = "coach", "your coach"
+        ADMIN = "admin", "our support team"
+
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.DB_CASCADE, related_name="memory_proposals")
+    # Staff change a protected memory only by suggesting it, like the coach (DESIGN.md section 8).
+    suggested_by = models.CharField(
+        max_length=16, choices=SuggestedBy.choices, default=SuggestedBy.COACH, db_default=SuggestedBy.COACH
+    )
     memory = models.ForeignKey(Memory, on_delete=models.DB_CASCADE, related_name="proposals")
     kind = models.CharField(max_length=16, choices=Kind.choices)
     # For an update: the memory's fields as the coach would have them (JSON snapshot).

@@ -52,7 +52,9 @@ if TYPE_CHECKING:
 
 Actor = MemoryEvent.Actor
 # Writers who may not change a protected memory themselves: they ask the person instead.
-MAY_ONLY_PROPOSE = frozenset({Actor.COACH, Actor.SYSTEM})
+# Staff too: a staff edit that rewrote a protected memory (as its own source) would strip
+# its protection; it becomes a suggestion the person confirms (DESIGN.md section 8).
+MAY_ONLY_PROPOSE = frozenset({Actor.COACH, Actor.SYSTEM, Actor.ADMIN})
 GONE = "This memory is gone: it was deleted or forgotten meanwhile."
 
 

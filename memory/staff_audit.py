@@ -18,6 +18,10 @@ from memory.models import PrivateTextViewing
 if TYPE_CHECKING:
     from accounts.models import User
 
+# Set on the request by an admin whose save did something else than change the row (a
+# protected memory's change that became a suggestion): the verb its record uses instead.
+AUDIT_VERB = "staff_audit_verb"
+
 
 def staff_action_record(*, staff: User, person: User, what: str) -> PrivateTextViewing:
     """Record that `staff` did `what` ("changed memory 4") to `person`'s account."""
@@ -55,7 +59,7 @@ class StaffActionAudit(admin.ModelAdmin):
         return super().log_addition(request, obj, message)
 
     def log_change(self, request: HttpRequest, obj: Any, message: Any) -> Any:
-        self._audit(request, obj, "changed")
+        self._audit(request, obj, getattr(request, AUDIT_VERB, "changed"))
         return super().log_change(request, obj, message)
 
     def log_deletions(self, request: HttpRequest, queryset: QuerySet) -> Any:
