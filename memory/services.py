@@ -31,7 +31,7 @@ from memory.drafts import (
 from memory.embeddings import embed_memory
 from memory.keys import is_neutral, neutral_key
 from memory.models import Memory, MemoryEvent, MemoryProposal, ProspectiveStatus, Source, Tier
-from memory.policy import Eviction, plan_eviction
+from memory.policy import PROTECTED_CATEGORIES, Eviction, plan_eviction
 from memory.store import (
     apply_draft,
     apply_eviction_policy,
@@ -103,6 +103,10 @@ def memory_save(
         else:
             if actor in MAY_ONLY_PROPOSE and memory.is_protected:
                 raise MemoryIsProtected(f"'{memory.key}' is protected: the coach may only propose a change")
+            if actor in MAY_ONLY_PROPOSE and draft.category in PROTECTED_CATEGORIES:
+                # Moving a note into a protected category in place is the person's call
+                # (DESIGN.md section 3.1, rule 4): a model could lock the store with it.
+                raise MemoryIsProtected(f"'{memory.key}' would become protected: only the person may move it there")
             if expected_version is not None and memory.version != expected_version:
                 raise MemoryChanged(f"'{memory.key}' changed since it was read", memory=memory)
             snapshot = memory.snapshot()
