@@ -475,6 +475,8 @@ COACH_MAX_TURNS_AT_ONCE = env_int("COACH_MAX_TURNS_AT_ONCE", default=2)
 COACH_MESSAGES_PER_MINUTE = env_int("COACH_MESSAGES_PER_MINUTE", default=10)
 COACH_SESSIONS_PER_MINUTE = env_int("COACH_SESSIONS_PER_MINUTE", default=3)
 COACH_MAX_OPEN_STREAMS = env_int("COACH_MAX_OPEN_STREAMS", default=12)
+# Imports ask the model to split a paste, and save in bulk: each, this many an hour a person.
+MEMORY_IMPORTS_PER_HOUR = env_int("MEMORY_IMPORTS_PER_HOUR", default=10)
 
 # Memory (DESIGN.md section 3). The ceilings are the eviction policy's; see memory/policy.py.
 MEMORY_MAX_STORED = env_int("MEMORY_MAX_STORED", default=60)
