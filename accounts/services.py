@@ -138,7 +138,11 @@ def proposal_confirm_by_person(*, user: User, proposal: MemoryProposal) -> Memor
 def memories_delete_all_by_person(*, user: User) -> int:
     """The person deletes every memory, history included; then every memory cue of their
     replies kept in Redis. Returns how many memories went."""
-    count = memory_delete_all(user=user)
+    with transaction.atomic():
+        count = memory_delete_all(user=user)
+        # Voids every undo token handed out before now (memory_undo_delete reads it).
+        user.memories_deleted_all_at = timezone.now()
+        User.objects.filter(pk=user.pk).update(memories_deleted_all_at=user.memories_deleted_all_at)
     _memory_cues_forget(user, memory_ids=None)
     return count
 

@@ -310,6 +310,9 @@ def memory_undo_delete(*, user: User, token: str, now: datetime | None = None) -
     """
     now = now or timezone.now()
     deleted = deleted_memory_from_token(token, user_id=user.pk, now=now)
+    cleared = getattr(user, "memories_deleted_all_at", None)
+    if cleared is not None and deleted.deleted_on <= cleared:
+        raise UndoRefused("You deleted all your memories since, so this one was not brought back.")
     memory = deleted.row()
     with transaction.atomic():
         lock_user(user)
