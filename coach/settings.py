@@ -18,10 +18,12 @@ from infra.dbpool import connection_check
 from infra.environment import (
     DEFAULT_OFFLINE_COACH_URL,
     env_bool,
+    env_fernet_keys,
     env_float,
     env_int,
     env_list,
     env_required,
+    env_secret,
     env_str,
 )
 
@@ -29,24 +31,20 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 
 DEBUG = env_bool("DJANGO_DEBUG", default=False)
 
-SECRET_KEY = env_required(
+SECRET_KEY = env_secret(
     "DJANGO_SECRET_KEY",
     why="it signs sessions and tokens; make one with: python -c 'import secrets; print(secrets.token_urlsafe(50))'",
 )
 # Newest first: the first key encrypts, every key decrypts (so keys can be rotated).
-FIELD_ENCRYPTION_KEYS = [
-    key.strip()
-    for key in env_required(
-        "FIELD_ENCRYPTION_KEYS",
-        why="it encrypts memories and messages at rest; make a key with: "
-        "python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'",
-    ).split(",")
-    if key.strip()
-]
+FIELD_ENCRYPTION_KEYS = env_fernet_keys(
+    "FIELD_ENCRYPTION_KEYS",
+    why="it encrypts memories and messages at rest; make a key with: "
+    "python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'",
+)
 
 # Keys the lookup digests of encrypted values (a memory's key): HMAC-SHA256, see
 # infra/encryption.py. Changing it needs `manage.py rotate_encryption_keys` at once.
-FIELD_LOOKUP_KEY = env_required(
+FIELD_LOOKUP_KEY = env_secret(
     "FIELD_LOOKUP_KEY",
     why="it keys the digests by which encrypted memory keys are found; make one with: "
     "python -c 'import secrets; print(secrets.token_urlsafe(48))'",
