@@ -564,8 +564,13 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(levelname)s %(name)s: %(message)s"}},
+    "filters": {"forbidden_without_traceback": {"()": "infra.log_filters.ForbiddenWithoutTraceback"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    # The model SDK's HTTP client logs every request at INFO: one line per token stream.
-    "loggers": {"httpx2": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
+    "loggers": {
+        # The model SDK's HTTP client logs every request at INFO: one line per token stream.
+        "httpx2": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
+        "django.request": {"filters": ["forbidden_without_traceback"]},
+    },
 }
