@@ -155,6 +155,8 @@ def test_no_proxy_is_trusted_by_default_anywhere() -> None:
         assert command[:2] == ["uvicorn", "coach.asgi:application"]
         assert "--proxy-headers" in command
         assert command[command.index("--timeout-graceful-shutdown") + 1] == "5"
+        # A connection limit: slow clients cannot hold the process open without end.
+        assert command[command.index("--limit-concurrency") + 1] == "1000"
 
 
 def test_the_mail_catcher_comes_only_with_the_dev_profile() -> None:
@@ -257,3 +259,11 @@ def test_every_image_is_pinned_to_a_version() -> None:
         _, _, tag = image.rpartition(":")
         assert tag and tag != "latest" and any(c.isdigit() for c in tag.split("-")[0]), (name, image)
         assert tag.split("-")[0].count(".") >= 1, f"{name}: {image} names a moving major version"
+
+
+def test_the_run_commands_web_process_has_the_same_connection_limit(tmp_path) -> None:
+    from coach.supervisor import app_processes
+
+    [web] = [spec for spec in app_processes("127.0.0.1", 8000, tmp_path) if spec.name == "web"]
+
+    assert web.argv[web.argv.index("--limit-concurrency") + 1] == "1000"
