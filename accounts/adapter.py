@@ -10,6 +10,7 @@ like memories."""
 from __future__ import annotations
 
 import html
+import secrets
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -20,6 +21,7 @@ from allauth.mfa.adapter import DefaultMFAAdapter
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.hashers import make_password
 from django.http import HttpRequest
 from django.template.loader import render_to_string
 from django.urls import reverse
@@ -77,6 +79,12 @@ class AccountAdapter(DefaultAccountAdapter):  # type: ignore[misc]  # allauth sh
             if isinstance(context.get(name), str):
                 context[name] = on_site(context[name])
         mail_queue(self.render_mail(template_prefix, email, context))
+
+    def send_account_already_exists_mail(self, email: str) -> None:
+        # A sign-up for a registered address does the slow work a new one does (hashing a
+        # password), so its answer takes as long and timing cannot tell the two apart.
+        make_password(secrets.token_urlsafe(32))
+        super().send_account_already_exists_mail(email)
 
     def format_email_subject(self, subject: str) -> str:
         return f"{settings.SITE_NAME}: {subject}"

@@ -1,30 +1,40 @@
 """People in the admin, where support staff start: a person's page links to everything the
 app keeps about them. Staff who are not superusers see and fix accounts, but cannot raise
-anyone's rights, their own included, nor touch a superuser's account."""
+anyone's rights, their own included, nor touch a superuser's account. No one sets a
+person's password or sign-in address here (staff could then sign in as them): staff may
+send a reset link to the person's own address instead. Every change is recorded for the
+person (memory/staff_audit.py)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from allauth.account.models import EmailAddress
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.auth import admin as auth_admin
+from django.contrib.auth import forms as auth_forms
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import Http404, HttpRequest, HttpResponse
 from django.utils.html import format_html_join
 
 from accounts.models import User
 from accounts.services import account_delete
+from accounts.staff_actions import password_reset_link_send_by_staff
 from coach.models import ChatSession, Message
 from emails.models import Email, EmailPreference
 from infra.admin import SupportSearch, TabularInline, admin_link
 from memory.models import Memory, MemoryEvent, MemoryProposal, PrivateTextViewing
+from memory.staff_audit import StaffActionAudit
 
 if TYPE_CHECKING:
     from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
+    from django.contrib.auth.forms import UserChangeForm
 else:
     # Generic in django-stubs alone, as infra/admin.py's ModelAdmin.
     class DjangoUserAdmin[U: User](auth_admin.UserAdmin):
+        pass
+
+    class UserChangeForm[U: User](auth_forms.UserChangeForm):
         pass
 
 
@@ -37,24 +47,45 @@ if admin.site.is_registered(EmailAddress):
 
 
 class EmailAddressInline(TabularInline[EmailAddress, User]):
+    # Shown, never edited: an address staff could add, change or verify is one they could
+    # send a reset link to and sign in with.
     model = EmailAddress
     fields = ["email", "verified", "primary"]
+    readonly_fields = ["email", "verified", "primary"]
     extra = 0
+    max_num = 0
+    can_delete = False
     verbose_name = "sign-in address"
     verbose_name_plural = "sign-in addresses (verified ones can sign in)"
 
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class PersonChangeForm(UserChangeForm[User]):
+    # No password field: its link led to a form that set one.
+    password = None  # type: ignore[assignment]
+
 
 @admin.register(User)
-class UserAdmin(SupportSearch[User], DjangoUserAdmin[User]):
+class UserAdmin(SupportSearch[User], StaffActionAudit, DjangoUserAdmin[User]):
     ordering = ["email"]
     list_display = ["email", "pk", "name", "is_active", "memory_enabled", "is_staff", "date_joined"]
     list_filter = ["is_active", "is_staff", "memory_enabled"]
     search_fields = ["email", "name"]
     person_path = ""
     inlines = [EmailAddressInline]
+    form = PersonChangeForm
     readonly_fields = ["everything_kept"]
+    actions = ["send_password_reset_link"]
     fieldsets = [
-        (None, {"fields": ["email", "password", "name", "time_zone", "memory_enabled"]}),
+        (None, {"fields": ["email", "name", "time_zone", "memory_enabled"]}),
         ("What the app keeps about this person", {"fields": ["everything_kept"]}),
         ("Permissions", {"fields": ["is_active", *RIGHTS]}),
         ("Dates", {"fields": ["last_login", "date_joined", "onboarded_at"]}),
@@ -95,7 +126,32 @@ class UserAdmin(SupportSearch[User], DjangoUserAdmin[User]):
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         fields = list(super().get_readonly_fields(request, obj))
+        if obj is not None:
+            # The sign-in address is the person's to change, on their account page.
+            fields.append("email")
         return fields if request.user.is_superuser else [*fields, *RIGHTS]
+
+    def user_change_password(self, request: HttpRequest, id: str, form_url: str = "") -> HttpResponse:
+        # Only a superuser's own password, here: anyone else's would let staff become them.
+        if not (request.user.is_superuser and str(request.user.pk) == str(id)):
+            raise Http404
+        return super().user_change_password(request, id, form_url)
+
+    @admin.action(description="Send a link to set a new password, to their own address", permissions=["change"])
+    def send_password_reset_link(self, request: HttpRequest, queryset: QuerySet[User]) -> None:
+        staff = request.user
+        # (Only staff reach the admin: an anonymous visitor never sends anything.)
+        if not staff.is_authenticated:
+            return
+        sent = [
+            person
+            for person in queryset
+            if (staff.is_superuser or not person.is_superuser)
+            and password_reset_link_send_by_staff(request=request, staff=staff, person=person)
+        ]
+        self.message_user(request, f"Sent a link to set a new password to {len(sent)} of {queryset.count()}.")
+        if len(sent) < queryset.count():
+            self.message_user(request, "Some had no verified address, or were superusers.", messages.WARNING)
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         if obj is not None and obj.is_superuser and not request.user.is_superuser:

@@ -42,6 +42,9 @@ class User(AbstractBaseUser, PermissionsMixin):
     date_joined = models.DateTimeField(default=timezone.now)
     # Set when the onboarding form is answered or skipped; until then login leads there.
     onboarded_at = models.DateTimeField(null=True, blank=True)
+    # When the person last deleted all their memories: an undo of an earlier deletion no
+    # longer applies (it would bring back what they asked to have forgotten).
+    memories_deleted_all_at = models.DateTimeField(null=True, blank=True)
     # The person's own clock: dates are shown in it, quiet hours and "the morning of a
     # date" are read by it. An IANA name; every layer may read it off the user.
     time_zone = models.CharField(max_length=64, default=DEFAULT_TIME_ZONE)

@@ -310,11 +310,15 @@ def contains(query: str, *texts: str) -> bool:
 
 def staff_viewing_lines(viewings: Iterable[PrivateTextViewing], *, time_zone: str) -> tuple[str, ...]:
     """One line per day and reason: "An administrator opened your memories on 2 December:
-    support request"."""
+    support request"; and one per action: "An administrator changed memory 4 on 2 December"."""
     zone = ZoneInfo(time_zone)
     lines: list[str] = []
     for viewing in viewings:
-        line = f"An administrator opened your memories on {viewing.viewed_at.astimezone(zone):%-d %B}: {viewing.reason}"
+        day = f"{viewing.viewed_at.astimezone(zone):%-d %B}"
+        if viewing.kind == PrivateTextViewing.Kind.ACTION:
+            line = f"An administrator {viewing.what} on {day}"
+        else:
+            line = f"An administrator opened your memories on {day}: {viewing.reason}"
         if line not in lines:
             lines.append(line)
     return tuple(lines)

@@ -140,7 +140,11 @@ def proposal_confirm_by_person(*, user: User, proposal: MemoryProposal) -> Memor
 def memories_delete_all_by_person(*, user: User) -> int:
     """The person deletes every memory, history included; then every memory cue of their
     replies kept in Redis. Returns how many memories went."""
-    count = memory_delete_all(user=user)
+    with transaction.atomic():
+        count = memory_delete_all(user=user)
+        # Voids every undo token handed out before now (memory_undo_delete reads it).
+        user.memories_deleted_all_at = timezone.now()
+        User.objects.filter(pk=user.pk).update(memories_deleted_all_at=user.memories_deleted_all_at)
     _memory_cues_forget(user, memory_ids=None)
     return count
 
@@ -194,12 +198,20 @@ def account_delete(*, user: User, hosts: Iterable[str] = ()) -> None:
         logger.warning("rate-limit counters of an erased account could not be deleted now: %s", error)
 
 
+class OnboardingDone(Exception):
+    """The person answered (or skipped) the first-login questions already: they are taken once."""
+
+
 def onboarding_complete(*, user: User, answers: dict[str, str], time_zone: str = "", email_frequency: str = "") -> int:
     """Remember each fact of each answer as its own memory, keep the settings given, and
-    mark onboarding done. Returns how many memories were made.
+    mark onboarding done. Returns how many memories were made. OnboardingDone, with
+    nothing saved, once it is done: each post would otherwise add up to 60 protected
+    memories, which the ceiling never refuses the person.
 
     The settings are kept first: they need no model, so they stand even when the
     memories cannot be saved just now (the person sends the answers again)."""
+    if _onboarded(user, locked=False):
+        raise OnboardingDone
     onboarding_settings_keep(user=user, time_zone=time_zone, email_frequency=email_frequency)
     drafts = [
         draft for question in QUESTIONS if question.key in answers for draft in _drafts(question, answers[question.key])
@@ -207,10 +219,18 @@ def onboarding_complete(*, user: User, answers: dict[str, str], time_zone: str =
     # One embedding call for all facts, made before any transaction opens.
     embeddings = llm.embed([memory_text(summary=d.summary, content=d.content) for d in drafts])
     with transaction.atomic():
+        # Asked again with the person's row locked: two posts at once save one set.
+        if _onboarded(user, locked=True):
+            raise OnboardingDone
         for draft, embedding in zip(drafts, embeddings, strict=True):
             memory_save(user=user, draft=draft, source="onboarding", actor="user", embedding=embedding)
         User.objects.filter(pk=user.pk).update(onboarded_at=timezone.now())
     return len(drafts)
+
+
+def _onboarded(user: User, *, locked: bool) -> bool:
+    people = User.objects.select_for_update() if locked else User.objects.all()
+    return people.filter(pk=user.pk, onboarded_at__isnull=False).exists()
 
 
 def onboarding_skip(*, user: User, time_zone: str = "", email_frequency: str = "") -> None:

@@ -10,6 +10,7 @@ from django.http import HttpRequest
 
 from coach.models import ChatSession, ConversationEmbedding, Message
 from infra.admin import ModelAdmin, ReadOnlyAdmin, SupportSearch
+from memory.staff_audit import StaffActionAudit
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
@@ -49,7 +50,7 @@ _MESSAGE_FIELDS = (
 
 
 @admin.register(ChatSession)
-class ChatSessionAdmin(SupportSearch[ChatSession], ModelAdmin[ChatSession]):
+class ChatSessionAdmin(SupportSearch[ChatSession], StaffActionAudit, ModelAdmin[ChatSession]):
     list_display = [
         "pk",
         "user",
@@ -99,7 +100,7 @@ class ChatSessionAdmin(SupportSearch[ChatSession], ModelAdmin[ChatSession]):
 
 
 @admin.register(Message)
-class MessageAdmin(SupportSearch[Message], ModelAdmin[Message]):
+class MessageAdmin(SupportSearch[Message], StaffActionAudit, ModelAdmin[Message]):
     # What people wrote stays out of the admin: who, when and how it went, not the words.
     list_display = [
         "pk",

@@ -2,7 +2,8 @@
 
 Before Django sees a request, its body is held to REQUEST_BODY_MAX_BYTES: one that says
 it is larger is answered 413 at once, from its headers, its body never read (Django would
-first spool all of it to disk); one that does not say, and runs past the limit, is cut off.
+first spool all of it to disk); one that does not say (chunked) is read here, up to the
+limit, and answered 413 as soon as it runs past it.
 
 Besides HTTP, the app speaks ASGI's lifespan protocol for three things. At startup the
 server's loop becomes the one turns run on (coach/runner.py), beside their readers, and
@@ -47,8 +48,46 @@ async def application(scope: dict[str, Any], receive: Receive, send: Send) -> No
         if _declared_length(scope) > limit:
             await _refuse_too_large(send)
             return
+        if not _has_header(scope, b"content-length"):
+            read = await _body_within(receive, limit)
+            if read is None:
+                logger.warning("a request body ran past %s bytes without saying so; refused", limit)
+                await _refuse_too_large(send)
+                return
+            receive = read
         receive = _capped(receive, limit)
     await django_application(scope, receive, send)
+
+
+def _has_header(scope: dict[str, Any], wanted: bytes) -> bool:
+    return any(name == wanted for name, _ in scope.get("headers", ()))
+
+
+async def _body_within(receive: Receive, limit: int) -> Receive | None:
+    """A body sent without a length, read whole if it stays within `limit` (None if it runs
+    past it): then handed on as one message, and what comes after (a disconnect) as sent."""
+    parts: list[bytes] = []
+    taken = 0
+    first: dict[str, Any] | None = None
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            first = message
+            break
+        body = message.get("body", b"")
+        taken += len(body)
+        if taken > limit:
+            return None
+        parts.append(body)
+        if not message.get("more_body", False):
+            first = {"type": "http.request", "body": b"".join(parts), "more_body": False}
+            break
+    pending: list[dict[str, Any]] = [first]
+
+    async def replay() -> dict[str, Any]:
+        return pending.pop() if pending else await receive()
+
+    return replay
 
 
 def _declared_length(scope: dict[str, Any]) -> int:

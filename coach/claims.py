@@ -30,7 +30,8 @@ from coach.conversation import HISTORY_MAX_MESSAGES, Conversation
 from coach.liveness import known_dead, this_process
 from coach.models import ChatSession, Message
 from coach.prompting import conversation_for_turn
-from coach.statements import message_claimed, messages_before, reply_add_if_held
+from coach.services import TooManyTurns
+from coach.statements import message_claimed, messages_before, reply_add_if_held, session_locked
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -209,11 +210,14 @@ def reply_stop(*, attempt: Attempt, partial_text: str, now: datetime | None = No
     return bool(answered)
 
 
-def message_retry(*, message: Message, now: datetime | None = None) -> bool:
+def message_retry(*, message: Message, turns_at_most: int | None = None, now: datetime | None = None) -> bool:
     """Ask again for a reply to a failed message. The message itself is not sent twice; a
     part-reply of the failed attempt is dropped, since a new one replaces it. It waits
-    from now: the sweep judges the retry by when it was asked for."""
+    from now: the sweep judges the retry by when it was asked for. TooManyTurns when
+    `turns_at_most` of the person's messages are already being answered: a retry spends
+    the model like a new message, so it counts against the same limit."""
     with transaction.atomic():
+        _refuse_if_busy(message, turns_at_most)
         reset = Message.objects.filter(pk=message.pk, status=Status.FAILED).update(
             status=Status.PENDING,
             error="",
@@ -226,10 +230,12 @@ def message_retry(*, message: Message, now: datetime | None = None) -> bool:
     return reset == 1
 
 
-def message_continue(*, message: Message, now: datetime | None = None) -> bool:
+def message_continue(*, message: Message, turns_at_most: int | None = None, now: datetime | None = None) -> bool:
     """Have the coach go on from a reply it stopped at its length limit: a new attempt, whose
-    reply opens with the words so far. False (nothing done) unless the message failed so."""
+    reply opens with the words so far. False (nothing done) unless the message failed so.
+    TooManyTurns as for message_retry."""
     with transaction.atomic():
+        _refuse_if_busy(message, turns_at_most)
         limited = Message.objects.filter(reply_to=message, status=Status.LIMITED).order_by("-pk").first()
         if limited is None:
             return False
@@ -241,6 +247,16 @@ def message_continue(*, message: Message, now: datetime | None = None) -> bool:
             continues_reply_id=limited.pk,
         )
     return reset == 1
+
+
+def _refuse_if_busy(message: Message, turns_at_most: int | None) -> None:
+    # Counted with the conversation locked, as message_post_as counts a new message, so
+    # retries sent at once cannot all slip under the limit.
+    if turns_at_most is None:
+        return
+    session = session_locked(user_id=message.session.user_id, session_id=message.session_id)
+    if session is not None and session.running_turns >= turns_at_most:
+        raise TooManyTurns(session.running_turns)
 
 
 @dataclass(frozen=True)

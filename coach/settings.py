@@ -19,10 +19,12 @@ from infra.dbpool import connection_check
 from infra.environment import (
     DEFAULT_OFFLINE_COACH_URL,
     env_bool,
+    env_fernet_keys,
     env_float,
     env_int,
     env_list,
     env_required,
+    env_secret,
     env_str,
 )
 
@@ -30,24 +32,20 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 
 DEBUG = env_bool("DJANGO_DEBUG", default=False)
 
-SECRET_KEY = env_required(
+SECRET_KEY = env_secret(
     "DJANGO_SECRET_KEY",
     why="it signs sessions and tokens; make one with: python -c 'import secrets; print(secrets.token_urlsafe(50))'",
 )
 # Newest first: the first key encrypts, every key decrypts (so keys can be rotated).
-FIELD_ENCRYPTION_KEYS = [
-    key.strip()
-    for key in env_required(
-        "FIELD_ENCRYPTION_KEYS",
-        why="it encrypts memories and messages at rest; make a key with: "
-        "python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'",
-    ).split(",")
-    if key.strip()
-]
+FIELD_ENCRYPTION_KEYS = env_fernet_keys(
+    "FIELD_ENCRYPTION_KEYS",
+    why="it encrypts memories and messages at rest; make a key with: "
+    "python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'",
+)
 
 # Keys the lookup digests of encrypted values (a memory's key): HMAC-SHA256, see
 # infra/encryption.py. Changing it needs `manage.py rotate_encryption_keys` at once.
-FIELD_LOOKUP_KEY = env_required(
+FIELD_LOOKUP_KEY = env_secret(
     "FIELD_LOOKUP_KEY",
     why="it keys the digests by which encrypted memory keys are found; make one with: "
     "python -c 'import secrets; print(secrets.token_urlsafe(48))'",
@@ -488,6 +486,8 @@ COACH_MAX_TURNS_AT_ONCE = env_int("COACH_MAX_TURNS_AT_ONCE", default=2)
 COACH_MESSAGES_PER_MINUTE = env_int("COACH_MESSAGES_PER_MINUTE", default=10)
 COACH_SESSIONS_PER_MINUTE = env_int("COACH_SESSIONS_PER_MINUTE", default=3)
 COACH_MAX_OPEN_STREAMS = env_int("COACH_MAX_OPEN_STREAMS", default=12)
+# Imports ask the model to split a paste, and save in bulk: each, this many an hour a person.
+MEMORY_IMPORTS_PER_HOUR = env_int("MEMORY_IMPORTS_PER_HOUR", default=10)
 
 # Memory (DESIGN.md section 3). The ceilings are the eviction policy's; see memory/policy.py.
 MEMORY_MAX_STORED = env_int("MEMORY_MAX_STORED", default=60)
@@ -577,8 +577,13 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(levelname)s %(name)s: %(message)s"}},
+    "filters": {"forbidden_without_traceback": {"()": "infra.log_filters.ForbiddenWithoutTraceback"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    # The model SDK's HTTP client logs every request at INFO: one line per token stream.
-    "loggers": {"httpx2": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
+    "loggers": {
+        # The model SDK's HTTP client logs every request at INFO: one line per token stream.
+        "httpx2": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
+        "django.request": {"filters": ["forbidden_without_traceback"]},
+    },
 }

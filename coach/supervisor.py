@@ -46,6 +46,8 @@ ENV_FILE = BASE_DIR / ".env"
 # The web process cuts its readers after this on stopping (their browsers reconnect), then
 # waits up to SHUTDOWN_GRACE_SECONDS for the replies it is writing.
 READERS_GRACE_SECONDS = 5
+# The most connections and requests one web process takes at once (uvicorn --limit-concurrency).
+WEB_MAX_CONNECTIONS = "1000"
 # Beyond those, what a stopping process gets before it is killed.
 STOP_MARGIN_SECONDS = 15.0
 # Between tries to bring back a process or local service that died: doubling, up to the last.
@@ -152,6 +154,10 @@ def app_processes(host: str, port: int, data_dir: Path) -> list[ProcessSpec]:
                 str(port),
                 "--timeout-graceful-shutdown",
                 str(READERS_GRACE_SECONDS),
+                # A connection limit: past it uvicorn answers 503 rather than hold every
+                # trickling client open (the Dockerfile and compose say the same).
+                "--limit-concurrency",
+                WEB_MAX_CONNECTIONS,
             ],
         ),
         ProcessSpec("worker", [python, "-m", "celery", "-A", "coach", "worker", "--loglevel", "INFO"]),

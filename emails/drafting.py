@@ -88,9 +88,11 @@ class RepetitiveDraft:
 
     @property
     def reason(self) -> str:
+        # Kept in the ledger's plain `error` column: the earlier email is named by id and
+        # date only, never by its subject, which is the person's (and encrypted).
         return (
-            f"both drafts read like the email of {self.like.when:%Y-%m-%d} "
-            f"(“{self.like.subject}”, similarity {self.similarity:.2f})"
+            f"both drafts read like email {self.like.pk} of {self.like.when:%Y-%m-%d} "
+            f"(similarity {self.similarity:.2f})"
         )
 
 

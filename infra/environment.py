@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 
 # Where the offline coach answers when there is no OPENAI_API_KEY: the settings point the
@@ -63,3 +64,31 @@ def env_required(name: str, *, why: str) -> str:
     if not value:
         raise ImproperlyConfigured(f"{name} is not set: {why}")
     return value
+
+
+SECRET_MIN_BYTES = 32
+
+
+def env_secret(name: str, *, why: str, min_bytes: int = SECRET_MIN_BYTES) -> str:
+    """A required secret of at least `min_bytes`: a short one is refused at start, not
+    trusted (a guessable key signs sessions, or keys the lookup digests)."""
+    value = env_required(name, why=why)
+    if len(value.encode()) < min_bytes:
+        raise ImproperlyConfigured(f"{name} is too short: it must be at least {min_bytes} random bytes; {why}")
+    return value
+
+
+def env_fernet_keys(name: str, *, why: str) -> list[str]:
+    """A required comma-separated list of Fernet keys, each checked to be one at start (a
+    bad key would otherwise fail only at the first encryption, with the app serving)."""
+    keys = [key.strip() for key in env_required(name, why=why).split(",") if key.strip()]
+    for number, key in enumerate(keys, start=1):
+        try:
+            Fernet(key)
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"{name} holds something that is not a Fernet key (key {number} of {len(keys)}): {why}"
+            ) from None
+    if not keys:
+        raise ImproperlyConfigured(f"{name} is not set: {why}")
+    return keys

@@ -1,4 +1,8 @@
-"""Memories in the admin. An admin's edit goes through the services, recorded as actor admin."""
+"""Memories in the admin. An admin's edit goes through the services, recorded as actor admin.
+
+A protected memory (the person's own, or about their safety) is never changed by staff in
+place: saving a change to it becomes a suggestion the person confirms on their memory
+page, like the coach's, and staff cannot delete it (DESIGN.md section 8)."""
 
 from __future__ import annotations
 
@@ -13,10 +17,17 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from infra.admin import FieldGroups, ReadOnlyAdmin, SupportSearch
 from infra.llm import Embedding, LLMError
 from memory.admin_privacy import PrivateTextAdmin
-from memory.drafts import MemoryDraft
+from memory.drafts import MemoryDraft, MemoryIsProtected
 from memory.embeddings import embed_memory
 from memory.models import Memory, MemoryEvent, MemoryProposal, MemoryQuerySet, PrivateTextViewing, Source
+from memory.proposals import proposal_make
 from memory.services import memory_delete, memory_save
+from memory.staff_audit import AUDIT_VERB, StaffActionAudit
+
+SUGGESTED = (
+    "This memory is protected, so it was not changed: the change was sent to the person as a "
+    "suggestion, to confirm or turn down on their memory page."
+)
 
 
 class ProtectedFilter(admin.SimpleListFilter):
@@ -56,7 +67,7 @@ class WrittenByFilter(admin.SimpleListFilter):
 
 
 @admin.register(Memory)
-class MemoryAdmin(SupportSearch[Memory], PrivateTextAdmin[Memory]):
+class MemoryAdmin(SupportSearch[Memory], StaffActionAudit, PrivateTextAdmin[Memory]):
     # No key and no text in the lists: keys say as much as the notes (DESIGN.md section 8).
     list_display = ["pk", "user", "tier", "category", "written_by", "protected", "updated_at"]
     list_filter = ["tier", "category", WrittenByFilter, ProtectedFilter]
@@ -109,15 +120,38 @@ class MemoryAdmin(SupportSearch[Memory], PrivateTextAdmin[Memory]):
 
     def save_model(self, request: HttpRequest, obj: Memory, form: Any, change: bool) -> None:
         embedding: Embedding | None = getattr(request, "memory_embedding", None)
-        outcome = memory_save(
-            user=obj.user,
-            draft=MemoryDraft.of(obj),
-            source=Source.ADMIN,
-            actor=MemoryEvent.Actor.ADMIN,
-            reason=f"edited in the admin by {request.user}",
-            embedding=embedding,
-        )
+        draft = MemoryDraft.of(obj)
+        try:
+            outcome = memory_save(
+                user=obj.user,
+                draft=draft,
+                source=Source.ADMIN,
+                actor=MemoryEvent.Actor.ADMIN,
+                reason=f"edited in the admin by {request.user}",
+                embedding=embedding,
+            )
+        except MemoryIsProtected:
+            stored = Memory.objects.get(user=obj.user, pk=obj.pk)
+            if draft == MemoryDraft.of(stored):
+                return
+            proposal_make(
+                user=obj.user,
+                memory=stored,
+                kind=MemoryProposal.Kind.UPDATE,
+                draft=draft,
+                reason="Our support team suggested this change.",
+                actor=MemoryEvent.Actor.ADMIN,
+            )
+            setattr(request, AUDIT_VERB, "suggested a change to")
+            self.message_user(request, SUGGESTED, messages.WARNING)
+            return
         obj.pk, obj.version, obj.source = outcome.memory.pk, outcome.memory.version, outcome.memory.source
+
+    def has_delete_permission(self, request: HttpRequest, obj: Memory | None = None) -> bool:
+        # The person's own or safety notes are theirs to delete (or their account's erasure).
+        if obj is not None and obj.is_protected:
+            return False
+        return super().has_delete_permission(request, obj)
 
     def delete_model(self, request: HttpRequest, obj: Memory) -> None:
         memory_delete(

@@ -239,7 +239,7 @@ class MemoryEvent(models.Model):
 
 
 class MemoryProposal(models.Model):
-    """A change the coach asked for on a protected memory, waiting for the user."""
+    """A change the coach (or staff) asked for on a protected memory, waiting for the user."""
 
     class Kind(models.TextChoices):
         UPDATE = "update"
@@ -250,7 +250,15 @@ class MemoryProposal(models.Model):
         CONFIRMED = "confirmed"
         REJECTED = "rejected"
 
+    class SuggestedBy(models.TextChoices):
+        COACH = "coach", "your coach"
+        ADMIN = "admin", "our support team"
+
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.DB_CASCADE, related_name="memory_proposals")
+    # Staff change a protected memory only by suggesting it, like the coach (DESIGN.md section 8).
+    suggested_by = models.CharField(
+        max_length=16, choices=SuggestedBy.choices, default=SuggestedBy.COACH, db_default=SuggestedBy.COACH
+    )
     memory = models.ForeignKey(Memory, on_delete=models.DB_CASCADE, related_name="proposals")
     kind = models.CharField(max_length=16, choices=Kind.choices)
     # For an update: the memory's fields as the coach would have them (JSON snapshot).
@@ -296,8 +304,15 @@ class MemoryOverlap(models.Model):
 class PrivateTextViewing(models.Model):
     """A staff member opened a person's private text in the admin (a memory, its history, a
     suggestion, an email): who, whose, what, when and why. Only staff with the permission
-    below may, and only after stating why; the person sees each one on their memory page."""
+    below may, and only after stating why; the person sees each one on their memory page.
+    Every other staff action on a person (a change, a deletion, a reset link sent) is
+    recorded here too, as an action, and shown to them the same way."""
 
+    class Kind(models.TextChoices):
+        READ = "read", "read private text"
+        ACTION = "action", "acted on the account"
+
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.READ, db_default=Kind.READ)
     viewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.DB_SET_NULL, null=True, related_name="+")
     # Kept as written, so the record outlives the staff account.
     viewer_email = models.CharField(max_length=254)

@@ -24,23 +24,32 @@ Actor = MemoryEvent.Actor
 DECIDED = "This suggestion was answered already (in another tab, perhaps), or its memory is gone."
 
 
-def proposal_make(*, user: User, memory: Memory, kind: str, draft: MemoryDraft | None, reason: str) -> MemoryProposal:
-    """Ask the user to confirm a change the coach may not make itself."""
+def proposal_make(
+    *, user: User, memory: Memory, kind: str, draft: MemoryDraft | None, reason: str, actor: str = Actor.COACH
+) -> MemoryProposal:
+    """Ask the user to confirm a change the coach (or staff, `actor` admin) may not make itself."""
     proposed = draft.to_json() if draft is not None else None
+    by = MemoryProposal.SuggestedBy.ADMIN if actor == Actor.ADMIN else MemoryProposal.SuggestedBy.COACH
     with transaction.atomic():
-        lock_user(user, actor=Actor.COACH)
+        lock_user(user, actor=actor)
         pending = MemoryProposal.objects.filter(
-            user=user, memory=memory, kind=kind, status=MemoryProposal.Status.PENDING
+            user=user, memory=memory, kind=kind, status=MemoryProposal.Status.PENDING, suggested_by=by
         )
         for existing in pending:
             if existing.proposed == proposed:
                 return existing
         proposal = MemoryProposal.objects.create(
-            user=user, memory=memory, kind=kind, proposed=proposed, reason=reason, base_version=memory.version
+            user=user,
+            memory=memory,
+            kind=kind,
+            proposed=proposed,
+            reason=reason,
+            base_version=memory.version,
+            suggested_by=by,
         )
         record_event(
             memory,
-            actor=Actor.COACH,
+            actor=actor,
             action=MemoryEvent.Action.PROPOSAL_MADE,
             reason=reason,
             before=memory.snapshot(),

@@ -31,7 +31,7 @@ from memory.drafts import (
 from memory.embeddings import embed_memory
 from memory.keys import is_neutral, neutral_key
 from memory.models import Memory, MemoryEvent, MemoryProposal, ProspectiveStatus, Source, Tier
-from memory.policy import Eviction, plan_eviction
+from memory.policy import PROTECTED_CATEGORIES, Eviction, plan_eviction
 from memory.store import (
     apply_draft,
     apply_eviction_policy,
@@ -52,7 +52,9 @@ if TYPE_CHECKING:
 
 Actor = MemoryEvent.Actor
 # Writers who may not change a protected memory themselves: they ask the person instead.
-MAY_ONLY_PROPOSE = frozenset({Actor.COACH, Actor.SYSTEM})
+# Staff too: a staff edit that rewrote a protected memory (as its own source) would strip
+# its protection; it becomes a suggestion the person confirms (DESIGN.md section 8).
+MAY_ONLY_PROPOSE = frozenset({Actor.COACH, Actor.SYSTEM, Actor.ADMIN})
 GONE = "This memory is gone: it was deleted or forgotten meanwhile."
 
 
@@ -101,6 +103,10 @@ def memory_save(
         else:
             if actor in MAY_ONLY_PROPOSE and memory.is_protected:
                 raise MemoryIsProtected(f"'{memory.key}' is protected: the coach may only propose a change")
+            if actor in MAY_ONLY_PROPOSE and draft.category in PROTECTED_CATEGORIES:
+                # Moving a note into a protected category in place is the person's call
+                # (DESIGN.md section 3.1, rule 4): a model could lock the store with it.
+                raise MemoryIsProtected(f"'{memory.key}' would become protected: only the person may move it there")
             if expected_version is not None and memory.version != expected_version:
                 raise MemoryChanged(f"'{memory.key}' changed since it was read", memory=memory)
             snapshot = memory.snapshot()
@@ -304,6 +310,9 @@ def memory_undo_delete(*, user: User, token: str, now: datetime | None = None) -
     """
     now = now or timezone.now()
     deleted = deleted_memory_from_token(token, user_id=user.pk, now=now)
+    cleared = getattr(user, "memories_deleted_all_at", None)
+    if cleared is not None and deleted.deleted_on <= cleared:
+        raise UndoRefused("You deleted all your memories since, so this one was not brought back.")
     memory = deleted.row()
     with transaction.atomic():
         lock_user(user)

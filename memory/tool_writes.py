@@ -79,7 +79,7 @@ def save_memory(
         # The same save again (a retried turn, a model repeating itself): nothing to
         # record, nothing to show; the model is told as update_memory would tell it.
         return {"status": "unchanged", "key": same.key}
-    if existing is not None and existing.is_protected:
+    if existing is not None and (existing.is_protected or _protects(existing, draft)):
         return _propose(context, existing, MemoryProposal.Kind.UPDATE, draft, reason="the coach saved new text")
     # Similarity is a flag, not a verdict: after one, the model may say the facts differ.
     answered = bool(keep_separate) and key in context.flagged_keys
@@ -208,7 +208,7 @@ def update_memory(
     _require_feedback_shape(draft)
     if draft == current:
         return {"status": "unchanged", "key": key}
-    if memory.is_protected:
+    if memory.is_protected or _protects(memory, draft):
         return _propose(context, memory, MemoryProposal.Kind.UPDATE, draft, reason=reason)
     outcome = memory_save(
         user=context.user,
@@ -240,6 +240,13 @@ def delete_memory(context: ToolContext, *, key: str, reason: str) -> dict[str, A
     return {"status": "deleted", "key": key}
 
 
+def _protects(memory: Memory, draft: MemoryDraft) -> bool:
+    """Whether writing `draft` over the unprotected `memory` would make it protected: the
+    person's call, never the coach's (DESIGN.md section 3.1, rule 4), or a model could lock
+    the store by reclassifying its own notes into never-evicted ones."""
+    return not memory.is_protected and draft.category in PROTECTED_CATEGORIES
+
+
 def _require_feedback_shape(draft: MemoryDraft) -> None:
     if missing := feedback_missing(draft):
         raise ToolRefusal(
@@ -252,10 +259,15 @@ def _propose(
 ) -> dict[str, Any]:
     proposal_make(user=context.user, memory=memory, kind=kind, draft=draft, reason=reason)
     context.changes.append(MemoryChange("proposed", memory.pk, memory.summary))
+    why = (
+        "is protected (the person wrote it, or it concerns their safety)"
+        if memory.is_protected
+        else "would become protected (a safety category), which only the person may decide"
+    )
     return {
         "status": "proposed",
         "key": memory.key,
-        "message": f"{memory.key!r} is protected (the person wrote it, or it concerns their safety). "
+        "message": f"{memory.key!r} {why}. "
         "Nothing changed: the person will be asked to confirm this on their memory page. "
         "Keep treating the memory as it stands.",
     }

@@ -6,9 +6,9 @@ import os
 
 from cryptography.fernet import Fernet
 
-os.environ.setdefault("DJANGO_SECRET_KEY", "type-check-only")
+os.environ.setdefault("DJANGO_SECRET_KEY", "type-check-only-" + "t" * 40)
 os.environ.setdefault("FIELD_ENCRYPTION_KEYS", Fernet.generate_key().decode())
-os.environ.setdefault("FIELD_LOOKUP_KEY", "type-check-only")
+os.environ.setdefault("FIELD_LOOKUP_KEY", "type-check-only-" + "k" * 40)
 os.environ.setdefault("DJANGO_DEBUG", "true")
 os.environ.setdefault("DATABASE_URL", "postgres://type-check@127.0.0.1:1/type-check")
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:1/0")

@@ -21,6 +21,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts.views.partials import HtmxHttpRequest
+from coach.limits import within_rate
 from infra.llm import LLMError
 from memory.imports.review import IMPORT_MAX_FACTS, ImportRoom, import_room_for_user, import_split
 from memory.imports.saving import ImportInvalid, ImportOutcome, memories_import
@@ -28,6 +29,15 @@ from memory.imports.splitting import IMPORT_CATEGORIES, IMPORT_MAX_CHARS, Import
 from memory.models import SUMMARY_MAX_CHARS, Category, Tier
 
 SUMMARY_LABEL = "What your coach should remember"
+TOO_MANY_IMPORTS = (
+    "You have imported a lot in the last hour. Wait a while, then try again: nothing you pasted was sent or saved."
+)
+HOUR_SECONDS = 3600
+
+
+def _within_import_rate(request: HtmxHttpRequest, name: str) -> bool:
+    # Each split asks the model, each save embeds in bulk: counted per person, per hour.
+    return within_rate(request.user.pk, name, limit=settings.MEMORY_IMPORTS_PER_HOUR, window_seconds=HOUR_SECONDS)
 
 
 class PasteForm(forms.Form):
@@ -103,6 +113,9 @@ def memory_import(request: HtmxHttpRequest) -> HttpResponse:
     if request.method == "GET":
         return render(request, "accounts/memory_import.html", {"form": PasteForm()})
     form = PasteForm(request.POST)
+    if form.is_valid() and not _within_import_rate(request, "import_splits"):
+        form.add_error("text", TOO_MANY_IMPORTS)
+        return render(request, "accounts/memory_import.html", {"form": form}, status=429)
     if form.is_valid():
         try:
             split = import_split(user=request.user, text=form.cleaned_data["text"])
@@ -140,6 +153,10 @@ def memory_import_save(request: HtmxHttpRequest) -> HttpResponse:
     ticked = [(index, form) for index, form in enumerate(formset.forms) if form.cleaned_data.get("keep")]
     if not ticked:
         return _render_review(request, formset, paste, problem="Tick at least one memory to save, or start over.")
+    if not _within_import_rate(request, "import_saves"):
+        response = _render_review(request, formset, paste, problem=TOO_MANY_IMPORTS)
+        response.status_code = 429
+        return response
     try:
         outcome = memories_import(user=request.user, proposals=[form.proposal() for _, form in ticked])
     except ImportInvalid as invalid:

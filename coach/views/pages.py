@@ -216,8 +216,16 @@ def reply_continue(request: SignedInHttpRequest, pk: int, message_pk: int) -> Ht
 
 
 def _answered_again(request: SignedInHttpRequest, pk: int, message_pk: int, ask: Callable[..., bool]) -> HttpResponse:
-    message = get_object_or_404(_people_messages(request, pk), pk=message_pk)
-    if ask(message=message):
+    message = get_object_or_404(_people_messages(request, pk).select_related("session"), pk=message_pk)
+    # Asking again spends the model as a new message does: the same limits apply.
+    refused = _too_many_messages(request) if message.status == Message.Status.FAILED else None
+    try:
+        asked = refused is None and ask(message=message, turns_at_most=settings.COACH_MAX_TURNS_AT_ONCE)
+    except TooManyTurns:
+        refused = TOO_MANY_TURNS, 429
+    if refused is not None:
+        return _composer_error(request, *refused, session=message.session)
+    if asked:
         try:
             streams.reply_forget(message.pk)
         except RedisError:

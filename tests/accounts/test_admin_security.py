@@ -5,6 +5,7 @@ cannot raise their own rights, and what staff write is never the person's own.""
 
 from __future__ import annotations
 
+import logging
 import re
 from html import unescape
 from urllib.parse import urlsplit
@@ -236,3 +237,15 @@ def test_staff_deleting_a_person_erase_them_as_they_would_themselves(user: User)
     assert single.status_code == 302 and bulk.status_code == 302
     assert not User.objects.filter(pk__in=[user.pk, other.pk]).exists()
     assert not redis_sync().exists(reply_key(said.pk)), "their reply kept for a reload went with them"
+
+
+def test_a_forbidden_admin_page_is_one_log_line_without_a_traceback(user: User, caplog) -> None:
+    client = staff_client(staff(permissions=["memory.view_memory"]))
+
+    with caplog.at_level(logging.INFO):
+        response = client.get(f"/admin/accounts/user/{user.pk}/change/")
+
+    assert response.status_code == 403
+    [record] = [r for r in caplog.records if r.name.startswith("django")]
+    assert record.getMessage().startswith("Forbidden") and not record.exc_info
+    assert "Traceback" not in caplog.text

@@ -12,6 +12,7 @@ from django.test import Client
 
 from accounts.models import User
 from coach.models import ChatSession, Message
+from coach.services import message_post
 from coach.views.pages import TOO_MANY_MESSAGES, TOO_MANY_SESSIONS, TOO_MANY_TURNS
 from tests.coach.factories import make_session
 
@@ -161,3 +162,39 @@ def test_every_model_call_is_capped_by_max_tokens(transactional_db: None, user: 
     async_to_sync(turn_run)(user_id=user.pk, message_id=message.pk)
 
     assert [body["max_tokens"] for body in model_server.chat_requests()] == [321]
+
+
+def failed_message(session: ChatSession, text: str) -> Message:
+    message = message_post(session=session, text=text, client_id=None)
+    Message.objects.filter(pk=message.pk).update(status="failed")
+    return message
+
+
+def retry(client: Client, message: Message):
+    return client.post(f"/chat/{message.session_id}/messages/{message.pk}/retry", headers=HTMX)
+
+
+def test_a_retry_counts_with_new_messages_against_two_replies_at_once(client_of: Client, user: User) -> None:
+    session = make_session(user)
+    failed = failed_message(session, "Failed earlier")
+    send(client_of, session, "First")
+    send(client_of, session, "Second")
+
+    refused = retry(client_of, failed)
+
+    assert refused.status_code == 429
+    assert TOO_MANY_TURNS in refused.content.decode()
+    failed.refresh_from_db()
+    assert failed.status == "failed", "not asked again"
+
+
+def test_retries_count_against_messages_a_minute(client_of: Client, user: User, settings) -> None:
+    settings.COACH_MAX_TURNS_AT_ONCE = 100
+    settings.COACH_MESSAGES_PER_MINUTE = 3
+    session = make_session(user)
+    failed = [failed_message(session, f"Failed {n}") for n in range(4)]
+
+    responses = [retry(client_of, message) for message in failed]
+
+    assert [response.status_code for response in responses] == [200, 200, 200, 429]
+    assert TOO_MANY_MESSAGES in responses[-1].content.decode()

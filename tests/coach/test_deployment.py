@@ -155,6 +155,8 @@ def test_no_proxy_is_trusted_by_default_anywhere() -> None:
         assert command[:2] == ["uvicorn", "coach.asgi:application"]
         assert "--proxy-headers" in command
         assert command[command.index("--timeout-graceful-shutdown") + 1] == "5"
+        # A connection limit: slow clients cannot hold the process open without end.
+        assert command[command.index("--limit-concurrency") + 1] == "1000"
 
 
 def test_the_mail_catcher_comes_only_with_the_dev_profile() -> None:
@@ -176,7 +178,8 @@ def test_only_the_web_service_publishes_a_port() -> None:
     publishing = {name for name, service in outside_profiles.items() if published_ports(service)}
 
     assert publishing == {"web"}
-    assert published_ports(services["web"]) == ["8000:8000"]
+    # On loopback: only a proxy on this machine reaches it, never every host interface.
+    assert published_ports(services["web"]) == ["127.0.0.1:8000:8000"]
     for name in ("postgres", "redis", "offline-coach", "worker", "beat", "migrate"):
         assert not published_ports(services[name]), name
     # What a development profile publishes is for this machine only.
@@ -228,3 +231,39 @@ def test_production_entry_points_never_import_the_embedded_servers() -> None:
 
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_the_offline_coach_container_gets_none_of_the_apps_secrets() -> None:
+    environment = compose()["services"]["offline-coach"].get("environment", {})
+
+    for secret in ("DJANGO_SECRET_KEY", "FIELD_ENCRYPTION_KEYS", "FIELD_LOOKUP_KEY", "DATABASE_URL", "REDIS_URL"):
+        assert secret not in environment
+
+
+def test_the_database_and_redis_passwords_are_required_and_used() -> None:
+    services = compose()["services"]
+    app = services["web"]["environment"]
+
+    assert services["postgres"]["environment"]["POSTGRES_PASSWORD"] == "${POSTGRES_PASSWORD:?set POSTGRES_PASSWORD}"
+    assert ":${POSTGRES_PASSWORD:?" in app["DATABASE_URL"]
+    redis = services["redis"]["command"]
+    assert redis[redis.index("--requirepass") + 1].startswith("${REDIS_PASSWORD:?")
+    assert app["REDIS_URL"].startswith("redis://:${REDIS_PASSWORD:?")
+
+
+def test_every_image_is_pinned_to_a_version() -> None:
+    for name, service in compose()["services"].items():
+        if "build" in service:
+            continue
+        image = service["image"]
+        _, _, tag = image.rpartition(":")
+        assert tag and tag != "latest" and any(c.isdigit() for c in tag.split("-")[0]), (name, image)
+        assert tag.split("-")[0].count(".") >= 1, f"{name}: {image} names a moving major version"
+
+
+def test_the_run_commands_web_process_has_the_same_connection_limit(tmp_path) -> None:
+    from coach.supervisor import app_processes
+
+    [web] = [spec for spec in app_processes("127.0.0.1", 8000, tmp_path) if spec.name == "web"]
+
+    assert web.argv[web.argv.index("--limit-concurrency") + 1] == "1000"

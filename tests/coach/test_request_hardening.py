@@ -51,6 +51,33 @@ def test_a_60_mb_body_is_refused_from_its_headers_and_never_written(tmp_path: Pa
     assert list(spool.iterdir()) == []
 
 
+def test_a_chunked_body_past_the_limit_is_answered_413_with_words_not_a_bare_error() -> None:
+    with app_process({}, uvicorn_args=shipped_uvicorn_args()) as app:
+        port = int(app.url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as connection:
+            connection.sendall(
+                b"POST /chat/new HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                b"Content-Type: application/x-www-form-urlencoded\r\nTransfer-Encoding: chunked\r\n\r\n"
+            )
+            chunk = b"x" * 65536
+            try:
+                for _ in range(16):  # a megabyte, twice the limit, without a length
+                    connection.sendall(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+                connection.sendall(b"0\r\n\r\n")
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # answered, and closed, before the rest was sent
+            received = b""
+            try:
+                while data := connection.recv(65536):
+                    received += data
+            except ConnectionResetError:
+                pass
+            answer = received.decode()
+
+    assert answer.startswith("HTTP/1.1 413"), answer[:200]
+    assert "That is too much to send at once" in answer
+
+
 def test_a_forged_forwarded_for_does_not_escape_the_sign_in_limit(transactional_db: None) -> None:
     from offline_coach import ModelServer
     from tests.coach.test_resumable_turn import app_env

@@ -39,6 +39,22 @@ def test_production_refuses_to_start_without_a_secret(secret: str) -> None:
     assert f"{secret} is not set" in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("secret", "value", "said"),
+    [
+        ("FIELD_ENCRYPTION_KEYS", "collectstatic", "FIELD_ENCRYPTION_KEYS holds something that is not a Fernet key"),
+        ("FIELD_LOOKUP_KEY", "x", "FIELD_LOOKUP_KEY is too short: it must be at least 32 random bytes"),
+        ("DJANGO_SECRET_KEY", "short-secret", "DJANGO_SECRET_KEY is too short: it must be at least 32 random bytes"),
+    ],
+)
+def test_production_refuses_to_start_with_a_secret_that_is_not_one(secret: str, value: str, said: str) -> None:
+    result = run_django(["manage.py", "check", "--deploy"], **{secret: value})
+
+    assert result.returncode != 0
+    assert said in result.stderr
+    assert "Traceback" not in result.stderr.splitlines()[-1]
+
+
 @pytest.mark.parametrize("variable", ["ALLOWED_HOSTS", "SITE_URL", "EMAIL_HOST", "EMAIL_USE_TLS"])
 def test_production_refuses_to_start_without_what_it_cannot_guess(variable: str) -> None:
     result = run_django(["manage.py", "check"], **{variable: None})

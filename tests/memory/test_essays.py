@@ -32,6 +32,7 @@ from memory.models import Memory, MemoryEvent
 from memory.services import memory_add_by_user, memory_save
 from memory.tools import ToolContext, run_tool
 from offline_coach import ModelServer
+from tests.conftest import make_user
 from tests.emails.factories import reachable_now
 from tests.memory.factories import make_memory, memory_named
 
@@ -160,7 +161,9 @@ def test_sixty_coach_notes_after_a_profile_fact_forget_the_oldest_session_note_n
     assert "Photographer working on a memoir" not in order
 
 
-def test_five_onboarding_answers_start_the_relationship_at_new(user: User, model_server: ModelServer) -> None:
+def test_five_onboarding_answers_start_the_relationship_at_new(model_server: ModelServer) -> None:
+    # Onboarding is taken once: a person who has not answered yet.
+    user = make_user("newcomer@example.com", onboarded=False)
     answers = {
         "working-on": "A memoir",
         "goals": "Finish the first draft",
