@@ -10,6 +10,7 @@ urlpatterns = [
     path("account/email-preferences", account.email_preferences, name="email_preferences"),
     path("account/emails/resume", account.email_resume, name="email_resume"),
     path("account/memory", memory_settings.memory_setting, name="memory_setting"),
+    path("account/export/start", account.account_export_start, name="account_export_start"),
     path("account/export", account.account_export, name="account_export"),
     path("account/delete-memories", account.memories_delete_all, name="memories_delete_all"),
     path("account/delete", account.account_delete_view, name="account_delete"),
