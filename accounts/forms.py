@@ -20,6 +20,7 @@ from accounts.pages import COMMUNICATION, COMMUNICATION_LABEL
 from accounts.services import ONBOARDING_FACTS_MAX, QUESTIONS, answer_facts
 from accounts.time_zones import canonical_zone, zone_choices
 from emails.models import EmailPreference
+from memory.corrections import OldDetails
 from memory.drafts import MemoryDraft
 from memory.models import SUMMARY_MAX_CHARS, Category, ProspectiveStatus, Tier
 
@@ -131,6 +132,14 @@ class MemoryForm(forms.Form):
 class MemoryEditForm(MemoryForm):
     # The version the person started from: a change made meanwhile is not overwritten.
     version = forms.IntegerField(widget=forms.HiddenInput, required=False, min_value=0)
+    # The person's answer when their new line sat over details that said the old one: set
+    # by the button they press, so no answer (the first save) means "ask me".
+    old_details = forms.ChoiceField(
+        choices=[(OldDetails.KEEP, "keep"), (OldDetails.DROP, "drop")], required=False, widget=forms.HiddenInput
+    )
+
+    def old_details_answer(self) -> OldDetails:
+        return OldDetails(self.cleaned_data.get("old_details") or OldDetails.ASK)
 
     def __init__(self, *args: Any, memory_id: int, **kwargs: Any) -> None:
         # Several memories can be open for editing on one page: their ids must differ.

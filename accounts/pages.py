@@ -133,7 +133,20 @@ class ProposalView:
 
     @property
     def reason(self) -> str:
-        return in_your_words(self.proposal.reason)
+        # Said by the app, to the person: the model's own reason is written for the model
+        # (it may speak of "the user", or call a change a merge); it stays in the history.
+        if self.is_delete:
+            return "Your coach thinks this no longer holds, from what you said."
+        if " ".join(str(self.proposed.get("summary") or "").split()) != self.proposal.memory.summary:
+            return "Your coach thinks this has changed, from what you said."
+        return "Your coach would add to this, from what you said."
+
+    @property
+    def coach_note(self) -> str:
+        """The coach's own reason, when it is written to the person ("You said…"); one that
+        speaks of them as "the user" was written for the model, and is left to the history."""
+        said = self.proposal.reason.strip()
+        return in_your_words(said) if _TO_THE_PERSON.search(said) and not _ABOUT_THE_USER.search(said) else ""
 
 
 @dataclass(frozen=True)
@@ -290,6 +303,10 @@ def memory_history_entries(events: Iterable[MemoryEvent]) -> list[HistoryEntry]:
             )
         )
     return entries[::-1]
+
+
+_TO_THE_PERSON = re.compile(r"\b(you|your|you're|you've)\b", re.IGNORECASE)
+_ABOUT_THE_USER = re.compile(r"\b(the|this) (user|person)\b|\buser's\b", re.IGNORECASE)
 
 
 def in_your_words(reason: str) -> str:

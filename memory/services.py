@@ -19,6 +19,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from infra.llm import Embedding
+from memory.corrections import OldDetails, corrected_by_person
 from memory.drafts import (
     MemoryChanged,
     MemoryDraft,
@@ -125,14 +126,17 @@ def memory_edit_by_user(
     memory_id: int,
     draft: MemoryDraft,
     expected_version: int | None = None,
+    old_details: OldDetails = OldDetails.ASK,
     now: datetime | None = None,
 ) -> Memory:
     """A person's own correction: re-embeds once if the text changed, and makes the memory
-    `manual`, hence protected (and neutrally named), whoever wrote it first."""
+    `manual`, hence protected (and neutrally named), whoever wrote it first. A new line over
+    details that said something else raises DetailsMayBeStale unless `old_details` answers."""
     now = now or timezone.now()
     current = Memory.objects.filter(user=user, pk=memory_id).first()
     if current is None:
         raise MemoryNotFound(GONE)
+    draft = corrected_by_person(MemoryDraft.of(current), draft, old_details=old_details)
     draft = validate_draft(replace(draft, key=current.key), now=now, due_may_be_past=True)
     text_changed = (draft.summary, draft.content) != (current.summary, current.content)
     stale = current.embedding is None or current.embedding_model != settings.EMBEDDING_MODEL

@@ -44,7 +44,11 @@ _TIER = {"type": "string", "enum": Tier.values}
 _CATEGORY = {"type": "string", "enum": Category.values}
 _SUMMARY = {"type": "string", "description": f"One line for the index, at most {SUMMARY_MAX_CHARS} characters."}
 _DUE_AT = {"type": "string", "description": "ISO 8601 date or date-time; prospective memories only."}
-_REASON = {"type": "string", "description": f"Why, in a sentence the person could read ({REASON_MAX_CHARS} at most)."}
+_REASON = {
+    "type": "string",
+    "description": "Why, in one sentence written to the person, who may be shown it "
+    f'("You said you work day shifts now"; {REASON_MAX_CHARS} characters at most).',
+}
 
 
 def tool_definitions() -> list[dict[str, Any]]:

@@ -307,7 +307,7 @@ def test_the_reasons_the_page_gives_speak_of_your_coach(client: Client, user: Us
     html = unescape(page(client))
 
     assert "the oldest of your coach's session notes" in section(html, "forgotten")
-    assert "Why</span> your coach saved new text" in section(html, "proposals")
+    assert "Why</span> Your coach thinks this no longer holds, from what you said." in section(html, "proposals")
     assert "the coach" not in html.replace("Your memories", "")
 
 
