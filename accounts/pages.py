@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo
 
 from django.conf import settings
 
+from coach.models import ChatSession
 from emails.models import Email
 from memory.models import Memory, MemoryEvent, MemoryOverlap, MemoryProposal, PrivateTextViewing, Source, Tier
 from memory.policy import protection_reason
@@ -188,6 +189,8 @@ class MemoryPage:
     matches: int
     # When staff read the person's private text, in their words (newest first).
     staff_viewings: tuple[str, ...] = ()
+    # Ended conversations whose summary the coach keeps (it draws recaps and episodes on them).
+    conversation_summaries: tuple[ChatSession, ...] = ()
 
 
 @dataclass(frozen=True)

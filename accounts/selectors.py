@@ -36,6 +36,7 @@ from accounts.pages import (
     overlap_view,
     staff_viewing_lines,
 )
+from coach.selectors import session_summaries_for_user
 from emails.models import Email, EmailPreference
 from emails.planning import sending_window
 from emails.selectors import (
@@ -105,6 +106,7 @@ def memory_page_for_user(*, user: User, filters: MemoryFilters, now: datetime) -
         forgotten_days=settings.MEMORY_FORGOTTEN_DAYS,
         matches=sum(len(g.rows) for g in groups) + len(emails or ()),
         staff_viewings=staff_viewing_lines(staff_viewings_for_user(user=user), time_zone=user.time_zone),
+        conversation_summaries=tuple(session_summaries_for_user(user=user)),
     )
 
 
