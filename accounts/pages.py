@@ -30,6 +30,12 @@ HISTORY_PAGE = 50
 
 NEXT_TO_FORGET_SHOWN = 5
 
+# The tiers as the person reads them: what each holds, not the design's names for them.
+TIER_LABELS = {
+    Tier.PROFILE: "About you",
+    Tier.EPISODIC: "From your conversations",
+    Tier.PROSPECTIVE: "Coming up",
+}
 TIER_DESCRIPTIONS = {
     Tier.PROFILE: "Who you are. Your coach reads all of it at the start of every conversation.",
     Tier.EPISODIC: "Notes from your sessions: what happened, what helped, what to watch for.",

@@ -23,6 +23,7 @@ from accounts.pages import (
     HISTORY_PAGE,
     NEXT_TO_FORGET_SHOWN,
     TIER_DESCRIPTIONS,
+    TIER_LABELS,
     MemoryFilters,
     MemoryPage,
     NextNote,
@@ -71,7 +72,7 @@ def memory_page_for_user(*, user: User, filters: MemoryFilters, now: datetime) -
     groups = tuple(
         TierGroup(
             tier=tier.value,
-            label=tier.label,
+            label=TIER_LABELS[tier],
             description=TIER_DESCRIPTIONS[tier],
             rows=tuple(rows[m.pk] for m in memories if m.tier == tier and filters.matches(m)),
             total=sum(1 for m in memories if m.tier == tier),

@@ -27,6 +27,7 @@ from memory.drafts import (
     MemoryNotFound,
     MemoryNotRestorable,
     ProposalOutdated,
+    category_from_words,
     validate_draft,
 )
 from memory.embeddings import embed_memory
@@ -205,8 +206,11 @@ def memory_delete_all(*, user: User) -> int:
 
 def memory_add_by_user(*, user: User, draft: MemoryDraft, now: datetime | None = None) -> Memory:
     """A memory the person typed ("always remember this"). It is theirs, hence protected,
-    and named by its category and a number, never by what they wrote."""
+    and named by its category and a number, never by what they wrote. Without a category,
+    it is filed by its words (the import's rules: a safety topic first, `other` if none)."""
     now = now or timezone.now()
+    if not draft.category:
+        draft = replace(draft, category=category_from_words(f"{draft.summary} {draft.content}"))
     draft = validate_draft(replace(draft, key=f"{draft.category}-1"), now=now)
     embedding = embed_memory(summary=draft.summary, content=draft.content)
     with transaction.atomic():

@@ -76,7 +76,11 @@ def memory_add(request: HtmxHttpRequest) -> HttpResponse:
                     "page": memory_page_of(request),
                 }
                 return render(request, "accounts/memories.html#memory_added", context)
-            messages.success(request, "Saved. Your coach will always remember this.")
+            messages.success(
+                request,
+                f"Saved. Your coach will always remember this. Filed under {memory.get_category_display()}: "
+                "Edit changes it.",
+            )
             return redirect(memory_anchor(memory.pk))
     if wants_partial(request):
         return render(request, "accounts/memories.html#add_form", {"add_form": form})
