@@ -195,6 +195,9 @@ class MemoryPage:
     matches: int
     # When staff read the person's private text, in their words (newest first).
     staff_viewings: tuple[str, ...] = ()
+    # Kept-for-good notes (besides episodes) at or past the ceiling: nothing can be evicted
+    # to make room, so every new note of the coach's is refused (memory.policy, rule 4).
+    coach_cannot_note: bool = False
     # Ended conversations whose summary the coach keeps (it draws recaps and episodes on them).
     conversation_summaries: tuple[ChatSession, ...] = ()
 

@@ -108,6 +108,7 @@ def memory_page_for_user(*, user: User, filters: MemoryFilters, now: datetime) -
         matches=sum(len(g.rows) for g in groups) + len(emails or ()),
         staff_viewings=staff_viewing_lines(staff_viewings_for_user(user=user), time_zone=user.time_zone),
         conversation_summaries=tuple(session_summaries_for_user(user=user)),
+        coach_cannot_note=sum(1 for m in notes if is_protected(m.facts)) >= settings.MEMORY_MAX_STORED,
     )
 
 

@@ -8,6 +8,7 @@ from django.test import Client
 
 from accounts.models import User
 from memory.models import Memory
+from tests.memory.factories import make_memory
 
 pytestmark = pytest.mark.django_db
 
@@ -56,3 +57,19 @@ def test_the_tiers_are_named_in_plain_words(client: Client, user: User) -> None:
     for label in ("About you", "From your conversations", "Coming up"):
         assert label in html
     assert ">Episodic" not in html and ">Prospective" not in html
+
+
+def test_a_person_whose_own_memories_fill_the_store_is_told_the_coach_can_note_nothing_new(
+    client: Client, user: User, settings
+) -> None:
+    settings.MEMORY_MAX_STORED = 3
+    client.force_login(user)
+    for number in range(2):
+        make_memory(user, f"mine-{number}", source="user", summary=f"Mine {number}")
+
+    room = client.get("/memories/").content.decode()
+    make_memory(user, "mine-2", source="user", summary="Mine 2")
+    full = client.get("/memories/").content.decode()
+
+    assert 'id="ceiling-notice"' not in room
+    assert "Your coach can note nothing new." in full
