@@ -255,6 +255,10 @@ class HistoryEntry:
 
     @property
     def reason(self) -> str:
+        # The coach's reasons come from the model; one about "the user" was written for the
+        # model, not for the person reading their history, and what happened says enough.
+        if self.event.actor == MemoryEvent.Actor.COACH and _ABOUT_THE_USER.search(self.event.reason):
+            return ""
         return in_your_words(self.event.reason)
 
     @property

@@ -10,8 +10,11 @@ from django.test import Client
 
 from accounts.models import User
 from coach.services import session_start
+from infra.llm import Embedding
+from memory.drafts import MemoryDraft
 from memory.models import Memory, MemoryProposal
-from offline_coach import ModelServer
+from memory.services import memory_save
+from offline_coach import ModelServer, bag_of_words_embedding
 from tests.coach.test_turn import ask, stream
 from tests.memory.factories import make_memory
 
@@ -119,3 +122,24 @@ def test_a_confirmed_change_from_the_coach_replaces_the_old_fact_and_says_so_to_
     prompt = next_prompt(live_app, person, user, model_server)
     assert "Works day shifts now" in prompt and "They work day shifts now." in prompt
     assert "night" not in prompt
+
+
+def test_a_memory_history_leaves_out_reasons_the_model_wrote_for_itself(client: Client, user: User) -> None:
+    note = make_memory(user, "running", summary="Runs on Sundays")
+    memory_save(
+        user=user,
+        draft=MemoryDraft(
+            key="running", tier="episodic", category="habit", summary="Runs on Sundays, 10 km", content=""
+        ),
+        source="coach",
+        actor="coach",
+        reason=COACH_CHANGE["reason"],
+        merged=True,
+        embedding=Embedding(bag_of_words_embedding("Runs on Sundays, 10 km"), "bag-of-words"),
+    )
+    client.force_login(user)
+
+    html = unescape(client.get(f"/memories/{note.pk}/").content.decode())
+
+    assert "Your coach merged a similar note into it" in html
+    assert "The user" not in html and "instead of a duplicate" not in html

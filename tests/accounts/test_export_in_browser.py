@@ -39,7 +39,7 @@ def test_download_my_data_asks_for_the_password_then_delivers_the_json(page: Pag
     page.goto(live_server.url + "/account/")
     page.get_by_role("link", name="Download my data").click()
 
-    expect(page.get_by_role("heading", name="Confirm it’s you")).to_be_visible()
+    expect(page.get_by_role("heading", name="Confirm it\u2019s you")).to_be_visible()
     expect(page.get_by_role("main")).to_contain_text("Downloading your data")
     page.get_by_label("Password").fill(PASSWORD)
     with page.expect_download() as started:
