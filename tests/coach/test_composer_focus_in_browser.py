@@ -40,3 +40,20 @@ def test_the_message_box_is_focused_on_load_and_after_each_message(
     page.keyboard.press("Enter")
     expect(page.locator(".from-coach").last).to_have_text("Good.")
     expect(page.get_by_label("Message")).to_be_focused()
+
+
+def test_stop_looks_like_the_button_it_is(page: Page, live_app: str, model_server: ModelServer) -> None:
+    person = make_user("ada@example.com")
+    client = Client()
+    client.force_login(person)
+    page.context.add_cookies([{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_app}])
+    page.goto(live_app + "/chat/new")
+
+    model_server.queue_text("A long answer. " * 20, chunk_delay_seconds=0.2)
+    send(page, "Hello")
+    stop = page.get_by_role("button", name="Stop")
+    expect(stop).to_be_visible()
+
+    border = stop.evaluate("button => getComputedStyle(button).borderTopWidth")
+    assert border != "0px"
+    stop.click()
