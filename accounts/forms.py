@@ -16,10 +16,11 @@ from django.forms.utils import flatatt
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
-from accounts.pages import COMMUNICATION, COMMUNICATION_LABEL
+from accounts.pages import COMMUNICATION, COMMUNICATION_LABEL, TIER_LABELS
 from accounts.services import ONBOARDING_FACTS_MAX, QUESTIONS, answer_facts
 from accounts.time_zones import canonical_zone, zone_choices
 from emails.models import EmailPreference
+from memory.corrections import OldDetails
 from memory.drafts import MemoryDraft
 from memory.models import SUMMARY_MAX_CHARS, Category, ProspectiveStatus, Tier
 
@@ -49,17 +50,20 @@ class MemoryForm(forms.Form):
     tier = forms.ChoiceField(
         label="Tier",
         choices=[
-            (Tier.PROFILE, "Profile: who you are"),
-            (Tier.EPISODIC, "Episodic: a note from a session"),
-            (Tier.PROSPECTIVE, "Prospective: something to bring up later"),
+            (Tier.PROFILE, f"{TIER_LABELS[Tier.PROFILE]}: who you are"),
+            (Tier.EPISODIC, f"{TIER_LABELS[Tier.EPISODIC]}: a note from a session"),
+            (Tier.PROSPECTIVE, f"{TIER_LABELS[Tier.PROSPECTIVE]}: something to bring up later"),
         ],
         initial=Tier.PROFILE,
-        error_messages={"invalid_choice": "Choose profile, episodic or prospective."},
+        error_messages={"invalid_choice": "Choose about you, from your conversations, or coming up."},
     )
+    # Left to the words by default, by the rules the import files pasted facts by (safety
+    # topics first): "Allergic to peanuts" added without a choice is filed under Allergy.
     category = forms.ChoiceField(
         label="Category",
-        choices=Category.choices,
-        initial=Category.OTHER,
+        choices=[("", "From what you wrote"), *Category.choices],
+        initial="",
+        required=False,
         error_messages={"invalid_choice": "“%(value)s” is not a category; choose one from the list."},
     )
     due_date = forms.DateField(
@@ -139,10 +143,23 @@ class MemoryForm(forms.Form):
 class MemoryEditForm(MemoryForm):
     # The version the person started from: a change made meanwhile is not overwritten.
     version = forms.IntegerField(widget=forms.HiddenInput, required=False, min_value=0)
+    # The person's answer when their new line sat over details that said the old one: set
+    # by the button they press, so no answer (the first save) means "ask me".
+    old_details = forms.ChoiceField(
+        choices=[(OldDetails.KEEP, "keep"), (OldDetails.DROP, "drop")], required=False, widget=forms.HiddenInput
+    )
+
+    def old_details_answer(self) -> OldDetails:
+        return OldDetails(self.cleaned_data.get("old_details") or OldDetails.ASK)
 
     def __init__(self, *args: Any, memory_id: int, **kwargs: Any) -> None:
         # Several memories can be open for editing on one page: their ids must differ.
         super().__init__(*args, auto_id=f"edit-{memory_id}-%s", **kwargs)
+        # A memory being edited has its category: the person changes it, or leaves it.
+        category = self.fields["category"]
+        assert isinstance(category, forms.ChoiceField), "the memory form's category is a choice"
+        category.choices = Category.choices
+        category.required = True
 
 
 class MemoryFilterForm(forms.Form):
@@ -150,7 +167,7 @@ class MemoryFilterForm(forms.Form):
     tier = forms.ChoiceField(
         label="Tier",
         required=False,
-        choices=[("", "All tiers"), *Tier.choices, (COMMUNICATION, COMMUNICATION_LABEL)],
+        choices=[("", "All tiers"), *TIER_LABELS.items(), (COMMUNICATION, COMMUNICATION_LABEL)],
     )
     category = forms.ChoiceField(label="Category", required=False, choices=[("", "All categories"), *Category.choices])
 

@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo
 
 from django.conf import settings
 
+from coach.models import ChatSession
 from emails.models import Email
 from memory.models import Memory, MemoryEvent, MemoryOverlap, MemoryProposal, PrivateTextViewing, Source, Tier
 from memory.policy import protection_reason
@@ -29,6 +30,12 @@ HISTORY_PAGE = 50
 
 NEXT_TO_FORGET_SHOWN = 5
 
+# The tiers as the person reads them: what each holds, not the design's names for them.
+TIER_LABELS = {
+    Tier.PROFILE: "About you",
+    Tier.EPISODIC: "From your conversations",
+    Tier.PROSPECTIVE: "Coming up",
+}
 TIER_DESCRIPTIONS = {
     Tier.PROFILE: "Who you are. Your coach reads all of it at the start of every conversation.",
     Tier.EPISODIC: "Notes from your sessions: what happened, what helped, what to watch for.",
@@ -133,7 +140,22 @@ class ProposalView:
 
     @property
     def reason(self) -> str:
-        return in_your_words(self.proposal.reason)
+        # Said by the app, to the person: the model's own reason is written for the model
+        # (it may speak of "the user", or call a change a merge); it stays in the history.
+        if self.proposal.suggested_by == MemoryProposal.SuggestedBy.ADMIN:
+            return "Our support team suggests this change; it is yours to confirm or turn down."
+        if self.is_delete:
+            return "Your coach thinks this no longer holds, from what you said."
+        if " ".join(str(self.proposed.get("summary") or "").split()) != self.proposal.memory.summary:
+            return "Your coach thinks this has changed, from what you said."
+        return "Your coach would add to this, from what you said."
+
+    @property
+    def coach_note(self) -> str:
+        """The coach's own reason, when it is written to the person ("You said…"); one that
+        speaks of them as "the user" was written for the model, and is left to the history."""
+        said = self.proposal.reason.strip()
+        return in_your_words(said) if _TO_THE_PERSON.search(said) and not _ABOUT_THE_USER.search(said) else ""
 
 
 @dataclass(frozen=True)
@@ -175,6 +197,11 @@ class MemoryPage:
     matches: int
     # When staff read the person's private text, in their words (newest first).
     staff_viewings: tuple[str, ...] = ()
+    # Kept-for-good notes (besides episodes) at or past the ceiling: nothing can be evicted
+    # to make room, so every new note of the coach's is refused (memory.policy, rule 4).
+    coach_cannot_note: bool = False
+    # Ended conversations whose summary the coach keeps (it draws recaps and episodes on them).
+    conversation_summaries: tuple[ChatSession, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -230,6 +257,10 @@ class HistoryEntry:
 
     @property
     def reason(self) -> str:
+        # The coach's reasons come from the model; one about "the user" was written for the
+        # model, not for the person reading their history, and what happened says enough.
+        if self.event.actor == MemoryEvent.Actor.COACH and _ABOUT_THE_USER.search(self.event.reason):
+            return ""
         return in_your_words(self.event.reason)
 
     @property
@@ -290,6 +321,10 @@ def memory_history_entries(events: Iterable[MemoryEvent]) -> list[HistoryEntry]:
             )
         )
     return entries[::-1]
+
+
+_TO_THE_PERSON = re.compile(r"\b(you|your|you're|you've)\b", re.IGNORECASE)
+_ABOUT_THE_USER = re.compile(r"\b(the|this) (user|person)\b|\buser's\b", re.IGNORECASE)
 
 
 def in_your_words(reason: str) -> str:

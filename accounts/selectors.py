@@ -23,6 +23,7 @@ from accounts.pages import (
     HISTORY_PAGE,
     NEXT_TO_FORGET_SHOWN,
     TIER_DESCRIPTIONS,
+    TIER_LABELS,
     MemoryFilters,
     MemoryPage,
     MemoryRow,
@@ -37,6 +38,7 @@ from accounts.pages import (
     overlap_view,
     staff_viewing_lines,
 )
+from coach.selectors import session_summaries_for_user
 from emails.models import Email, EmailPreference
 from emails.planning import sending_window
 from emails.selectors import (
@@ -71,7 +73,7 @@ def memory_page_for_user(*, user: User, filters: MemoryFilters, now: datetime) -
     groups = tuple(
         TierGroup(
             tier=tier.value,
-            label=tier.label,
+            label=TIER_LABELS[tier],
             description=TIER_DESCRIPTIONS[tier],
             rows=tuple(rows[m.pk] for m in memories if m.tier == tier and filters.matches(m)),
             total=sum(1 for m in memories if m.tier == tier),
@@ -107,6 +109,8 @@ def memory_page_for_user(*, user: User, filters: MemoryFilters, now: datetime) -
         forgotten_days=settings.MEMORY_FORGOTTEN_DAYS,
         matches=sum(len(g.rows) for g in groups) + len(emails or ()),
         staff_viewings=staff_viewing_lines(staff_viewings_for_user(user=user), time_zone=user.time_zone),
+        conversation_summaries=tuple(session_summaries_for_user(user=user)),
+        coach_cannot_note=sum(1 for m in notes if is_protected(m.facts)) >= settings.MEMORY_MAX_STORED,
     )
 
 

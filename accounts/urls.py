@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from accounts.views import account, imports, memories, memory_settings, onboarding, suggestions
+from accounts.views import account, conversations, imports, memories, memory_settings, onboarding, suggestions
 
 urlpatterns = [
     path("welcome/", onboarding.onboarding, name="onboarding"),
@@ -10,6 +10,7 @@ urlpatterns = [
     path("account/email-preferences", account.email_preferences, name="email_preferences"),
     path("account/emails/resume", account.email_resume, name="email_resume"),
     path("account/memory", memory_settings.memory_setting, name="memory_setting"),
+    path("account/export/start", account.account_export_start, name="account_export_start"),
     path("account/export", account.account_export, name="account_export"),
     path("account/delete-memories", account.memories_delete_all, name="memories_delete_all"),
     path("account/delete", account.account_delete_view, name="account_delete"),
@@ -25,6 +26,11 @@ urlpatterns = [
     path("memories/overlaps/<int:pk>/merge", suggestions.overlap_merge_view, name="overlap_merge"),
     path("memories/overlaps/<int:pk>/dismiss", suggestions.overlap_dismiss_view, name="overlap_dismiss"),
     path("memories/forgotten/", memories.memories_forgotten, name="memories_forgotten"),
+    path(
+        "memories/conversations/<int:pk>/delete-summary",
+        conversations.conversation_summary_delete,
+        name="conversation_summary_delete",
+    ),
     path("memories/forgotten/<int:pk>/restore", memories.memory_restore_view, name="memory_restore"),
     # By id, never by key: a key can say what the memory says, and URLs end up in logs.
     # Another person's id is simply not found.

@@ -30,6 +30,23 @@ def sessions_for_user(*, user: User) -> QuerySet[ChatSession]:
     return ChatSession.objects.filter(user=user).order_by("-last_message_at", "-pk")
 
 
+def session_summaries_for_user(*, user: User, limit: int = 50) -> list[ChatSession]:
+    """The person's ended conversations whose summary the coach keeps, newest first. The
+    summary is encrypted, so "has one" is read after decrypting, not in SQL."""
+    summarised = (
+        ChatSession.objects.filter(user=user, ended_at__isnull=False, summarised_at__isnull=False)
+        .only("pk", "user_id", "title", "summary", "ended_at")
+        .order_by("-ended_at", "-pk")
+    )
+    kept = []
+    for session in summarised.iterator(chunk_size=limit):
+        if session.summary:
+            kept.append(session)
+            if len(kept) == limit:
+                break
+    return kept
+
+
 def messages_for_user(*, user: User) -> QuerySet[Message]:
     return Message.objects.filter(session__user=user).select_related("session")
 

@@ -240,6 +240,19 @@ def session_summary_save(*, session: ChatSession, summary: str, now: datetime | 
     return saved == 1
 
 
+def session_summary_forget(*, user: User, session_id: int) -> bool:
+    """The person deletes what the coach kept of a conversation: its summary, which recaps
+    and weekly episodes draw on. It stays marked as summarised, so none is written again.
+    Whether there was one of theirs to delete."""
+    with transaction.atomic():
+        session = ChatSession.objects.select_for_update().filter(user=user, pk=session_id).first()
+        if session is None or not session.summary:
+            return False
+        session.summary, session.summarised_at = "", session.summarised_at or timezone.now()
+        session.save(update_fields=["summary", "summarised_at", "updated_at"])
+    return True
+
+
 def _check_text(text: str) -> str:
     text = text.strip()
     if not text:

@@ -26,6 +26,7 @@ from infra.environment import (
     env_required,
     env_secret,
     env_str,
+    local_address,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -57,10 +58,8 @@ if not ALLOWED_HOSTS:
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", default=[])
 # The public address of the app, for links in emails (verification, unsubscribe). In
 # development it follows the address the run command serves on (HOST and PORT).
-dev_host = env_str("HOST", "localhost")
-# A loopback or every-interface address is reached from this machine as localhost.
-dev_host = "localhost" if dev_host in {"", "127.0.0.1", "::", "0.0.0.0"} else dev_host  # noqa: S104
-SITE_URL = env_str("SITE_URL", f"http://{dev_host}:{env_int('PORT', default=8000)}" if DEBUG else "").rstrip("/")
+dev_address = local_address(env_str("HOST", "127.0.0.1"), env_int("PORT", default=8000))
+SITE_URL = env_str("SITE_URL", dev_address if DEBUG else "").rstrip("/")
 if not SITE_URL:
     raise ImproperlyConfigured("SITE_URL is not set: the https address users reach the app at, for links in emails.")
 # The product's name as account emails give it: their subject, header and signature

@@ -37,7 +37,7 @@ from coach.run_environment import (
     load_env_file,
     settings_environment,
 )
-from infra.environment import DEFAULT_OFFLINE_COACH_URL
+from infra.environment import DEFAULT_OFFLINE_COACH_URL, local_address
 from infra.health import postgres_problem, redis_problem
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -120,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
             return subprocess.call([sys.executable, "manage.py", *args.manage])
         if subprocess.call([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"]) != 0:
             return fail("migrations failed (see above)")
-        url = f"http://{args.host}:{args.port}/"
+        # The address SITE_URL has in development: the links in mail open where this says.
+        url = local_address(args.host, args.port) + "/"
         return supervise(app_processes(args.host, args.port, data_dir), url=url, services=services)
     finally:
         stop_services(services)

@@ -92,3 +92,18 @@ def env_fernet_keys(name: str, *, why: str) -> list[str]:
     if not keys:
         raise ImproperlyConfigured(f"{name} is not set: {why}")
     return keys
+
+
+# Addresses that mean "every interface": a browser on this machine reaches them at loopback.
+EVERY_INTERFACE = frozenset({"", "0.0.0.0", "::"})  # noqa: S104
+
+
+def local_address(host: str, port: int) -> str:
+    """The address a browser on this machine opens for an app served on `host`:`port`. The
+    run command prints it and development's SITE_URL is it, so the link in a sign-up mail
+    opens where the person signed up: a session cookie set on 127.0.0.1 is not sent to
+    localhost, and the person would have to sign in again."""
+    host = "127.0.0.1" if host in EVERY_INTERFACE else host
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"http://{host}:{port}"

@@ -15,6 +15,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from memory.models import KEY_MAX_CHARS, SUMMARY_MAX_CHARS, Category, Memory, ProspectiveStatus, Tier
+from paste_splitter.categories import Heading, guess_category
 
 KEY_PATTERN = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
@@ -168,3 +169,9 @@ def validate_draft(draft: MemoryDraft, *, now: datetime, due_may_be_past: bool =
     if errors:
         raise MemoryInvalid(errors)
     return draft
+
+
+def category_from_words(text: str) -> str:
+    """The category a fact's own words name, as the import files a pasted fact: a safety
+    topic (allergy, injury, medical) first, then the other topics, `other` when none."""
+    return guess_category(text, heading=Heading())

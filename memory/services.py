@@ -19,6 +19,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from infra.llm import Embedding
+from memory.corrections import OldDetails, corrected_by_person
 from memory.drafts import (
     MemoryChanged,
     MemoryDraft,
@@ -26,6 +27,7 @@ from memory.drafts import (
     MemoryNotFound,
     MemoryNotRestorable,
     ProposalOutdated,
+    category_from_words,
     validate_draft,
 )
 from memory.embeddings import embed_memory
@@ -131,14 +133,17 @@ def memory_edit_by_user(
     memory_id: int,
     draft: MemoryDraft,
     expected_version: int | None = None,
+    old_details: OldDetails = OldDetails.ASK,
     now: datetime | None = None,
 ) -> Memory:
     """A person's own correction: re-embeds once if the text changed, and makes the memory
-    `manual`, hence protected (and neutrally named), whoever wrote it first."""
+    `manual`, hence protected (and neutrally named), whoever wrote it first. A new line over
+    details that said something else raises DetailsMayBeStale unless `old_details` answers."""
     now = now or timezone.now()
     current = Memory.objects.filter(user=user, pk=memory_id).first()
     if current is None:
         raise MemoryNotFound(GONE)
+    draft = corrected_by_person(MemoryDraft.of(current), draft, old_details=old_details)
     draft = validate_draft(replace(draft, key=current.key), now=now, due_may_be_past=True)
     text_changed = (draft.summary, draft.content) != (current.summary, current.content)
     stale = current.embedding is None or current.embedding_model != settings.EMBEDDING_MODEL
@@ -207,8 +212,11 @@ def memory_delete_all(*, user: User) -> int:
 
 def memory_add_by_user(*, user: User, draft: MemoryDraft, now: datetime | None = None) -> Memory:
     """A memory the person typed ("always remember this"). It is theirs, hence protected,
-    and named by its category and a number, never by what they wrote."""
+    and named by its category and a number, never by what they wrote. Without a category,
+    it is filed by its words (the import's rules: a safety topic first, `other` if none)."""
     now = now or timezone.now()
+    if not draft.category:
+        draft = replace(draft, category=category_from_words(f"{draft.summary} {draft.content}"))
     draft = validate_draft(replace(draft, key=f"{draft.category}-1"), now=now)
     embedding = embed_memory(summary=draft.summary, content=draft.content)
     with transaction.atomic():

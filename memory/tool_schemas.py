@@ -55,9 +55,18 @@ def _object(properties: dict[str, Any]) -> dict[str, Any]:
 _KEY = {"type": "string", "description": "Short slug naming the memory, e.g. left-shoulder or talk-june."}
 _TIER = {"type": "string", "enum": Tier.values}
 _CATEGORY = {"type": "string", "enum": Category.values}
-_SUMMARY = {"type": "string", "description": f"One line for the index, at most {SUMMARY_MAX_CHARS} characters."}
+# Written to the person, as everything on their memory page is: one voice, the second person.
+_SUMMARY = {
+    "type": "string",
+    "description": f'One line for the index, said to the person ("You work night shifts"), '
+    f"at most {SUMMARY_MAX_CHARS} characters.",
+}
 _DUE_AT = {"type": "string", "description": "ISO 8601 date or date-time; prospective memories only."}
-_REASON = {"type": "string", "description": f"Why, in a sentence the person could read ({REASON_MAX_CHARS} at most)."}
+_REASON = {
+    "type": "string",
+    "description": "Why, in one sentence written to the person, who may be shown it "
+    f'("You said you work day shifts now"; {REASON_MAX_CHARS} characters at most).',
+}
 
 
 def tool_definitions(*, from_above: Sequence[ToolFromAbove] = ()) -> list[dict[str, Any]]:
@@ -76,7 +85,9 @@ def tool_definitions(*, from_above: Sequence[ToolFromAbove] = ()) -> list[dict[s
 def _write_specs() -> dict[str, tuple[str, dict[str, Any]]]:
     content = {
         "type": "string",
-        "description": f"The note itself, at most {settings.MEMORY_CONTENT_MAX_CHARS} characters. "
+        "description": f"The note itself, said to the person as the summary is, at most "
+        f"{settings.MEMORY_CONTENT_MAX_CHARS} characters. The whole fact as it stands now: a change "
+        "replaces what it changes, never follows it. "
         "A feedback memory: the rule, then a 'Why:' line and a 'How to apply:' line.",
     }
     return {

@@ -14,6 +14,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
 from infra.llm import Embedding, LLMError
+from memory.corrections import changed_by_coach
 from memory.drafts import MemoryDraft, feedback_missing, validate_draft
 from memory.embeddings import embed_memory
 from memory.models import Category, Memory, MemoryEvent, MemoryProposal, Source
@@ -198,6 +199,8 @@ def update_memory(
         category=current.category if category is None else category,
         status=current.status if status is None else status,
     )
+    # A new line with the old details kept (or appended to) would tell the coach both facts.
+    draft = changed_by_coach(current, draft)
     if due_at is not None:
         if "due_at" in (clear or ()):
             raise ToolRefusal("give due_at or clear it, not both")

@@ -74,6 +74,17 @@ def email_preferences(request: HtmxHttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 @never_cache
+@reauthentication_required
+def account_export_start(request: HtmxHttpRequest) -> HttpResponse:
+    """Where "Download my data" leads: the password first when it is due, then a page that
+    starts the download. Linking to the file itself cannot work once the password is due:
+    the browser would save the password form as the file, or leave the person on it."""
+    return render(request, "accounts/export_started.html")
+
+
+@login_required
+@require_GET
+@never_cache
 # Everything the coach keeps, in one file: a stolen session must not be enough for it.
 @reauthentication_required
 def account_export(request: HtmxHttpRequest) -> HttpResponse:

@@ -26,6 +26,7 @@ from accounts.selectors import (
 )
 from accounts.services import memory_delete_by_person
 from accounts.views.partials import HtmxHttpRequest, wants_partial
+from memory.corrections import DetailsMayBeStale
 from memory.drafts import MemoryInvalid, MemoryNotFound, MemoryNotRestorable, ProposalOutdated
 from memory.models import Memory
 from memory.selectors import (
@@ -75,7 +76,11 @@ def memory_add(request: HtmxHttpRequest) -> HttpResponse:
                     "page": memory_page_of(request),
                 }
                 return render(request, "accounts/memories.html#memory_added", context)
-            messages.success(request, "Saved. Your coach will always remember this.")
+            messages.success(
+                request,
+                f"Saved. Your coach will always remember this. Filed under {memory.get_category_display()}: "
+                "Edit changes it.",
+            )
             return redirect(memory_anchor(memory.pk))
     if wants_partial(request):
         return render(request, "accounts/memories.html#add_form", {"add_form": form})
@@ -148,7 +153,10 @@ def memory_edit(request: HtmxHttpRequest, pk: int) -> HttpResponse:
                 memory_id=pk,
                 draft=form.draft(),
                 expected_version=form.cleaned_data["version"],
+                old_details=form.old_details_answer(),
             )
+        except DetailsMayBeStale as error:
+            return _render_edit(request, current, form, stale_details=error.details)
         except MemoryInvalid as error:
             _add_errors(form, error.errors)
         except MemoryNotFound:
@@ -320,9 +328,14 @@ def _page_context(
 
 
 def _render_edit(
-    request: HtmxHttpRequest, memory: Memory, form: MemoryEditForm, *, changed_meanwhile: bool = False
+    request: HtmxHttpRequest,
+    memory: Memory,
+    form: MemoryEditForm,
+    *,
+    changed_meanwhile: bool = False,
+    stale_details: str = "",
 ) -> HttpResponse:
-    context = {"memory": memory, "form": form, "changed_meanwhile": changed_meanwhile}
+    context = {"memory": memory, "form": form, "changed_meanwhile": changed_meanwhile, "stale_details": stale_details}
     if wants_partial(request):
         return render(request, "accounts/memories.html#memory_edit", context)
     return render(request, "accounts/memory_edit.html", context)

@@ -262,7 +262,10 @@ def reply_stop(request: SignedInHttpRequest, pk: int, message_pk: int) -> HttpRe
 def session_close(request: SignedInHttpRequest, pk: int) -> HttpResponse:
     session = get_object_or_404(sessions_for_user(user=request.user), pk=pk)
     session_end(session=session)
-    return HttpResponseClientRedirect(reverse("chat")) if request.htmx else redirect("chat")
+    # Back to the conversation, which now says it ended and shows its summary when written:
+    # another conversation in its place would leave the person wondering what happened.
+    url = reverse("session", kwargs={"pk": pk})
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
 
 @login_required

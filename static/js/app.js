@@ -316,6 +316,8 @@
         fit();
         form.querySelector('input[name="client_id"]').value = newClientId();
         document.getElementById("composer-error").textContent = "";
+        // Ready for the next message, wherever a click on Send left the focus.
+        textarea.focus();
       }
     });
     fit();

@@ -145,7 +145,7 @@ def test_an_intention_without_a_date_is_kept_for_the_next_conversation(
         ({"summary": "   "}, "summary", "Write what your coach should remember."),
         ({"summary": "Fine", "content": "y" * 2001}, "content", "Keep the details to 2000 characters; they have 2001."),
         ({"summary": "Fine", "category": "cooking"}, "category", "“cooking” is not a category"),
-        ({"summary": "Fine", "tier": "forever"}, "tier", "Choose profile, episodic or prospective."),
+        ({"summary": "Fine", "tier": "forever"}, "tier", "Choose about you, from your conversations, or coming up."),
         ({"summary": "Fine", "tier": "prospective", "due_date": "soon"}, "due_date", "Give a date"),
     ],
 )

@@ -12,6 +12,7 @@ from django.test import Client
 from django.utils import timezone
 
 from accounts.models import User
+from coach.services import session_end, session_summary_save
 from emails.models import Email
 from infra.llm import Embedding
 from memory.drafts import MemoryDraft
@@ -19,6 +20,7 @@ from memory.models import Memory, MemoryEvent
 from memory.proposals import proposal_make
 from memory.services import memory_save
 from offline_coach import bag_of_words_embedding
+from tests.coach.factories import make_session
 from tests.memory.factories import make_memories, make_memory
 
 pytestmark = pytest.mark.django_db
@@ -307,7 +309,7 @@ def test_the_reasons_the_page_gives_speak_of_your_coach(client: Client, user: Us
     html = unescape(page(client))
 
     assert "the oldest of your coach's session notes" in section(html, "forgotten")
-    assert "Why</span> your coach saved new text" in section(html, "proposals")
+    assert "Why</span> Your coach thinks this no longer holds, from what you said." in section(html, "proposals")
     assert "the coach" not in html.replace("Your memories", "")
 
 
@@ -344,12 +346,16 @@ def test_the_page_reads_a_fixed_number_of_queries(
     for number in range(3):
         forget(user, f"gone-{number}", f"Gone {number}")
         send_email(user, f"Email {number}", days_ago=number)
+        talk = make_session(user, f"Talk {number}", "Yes.")
+        session_end(session=talk)
+        session_summary_save(session=talk, summary=f"Summary {number}")
     memory = make_memory(user, "peanuts", source="user", category="allergy")
     proposal_make(user=user, memory=memory, kind="delete", draft=None, reason="no longer true")
 
     # The session with its user (one query), then: memories, emails, proposals, memories
-    # that read alike, recently forgotten.
-    with django_assert_num_queries(7):
+    # that read alike, recently forgotten, the summaries of ended conversations.
+    with django_assert_num_queries(8):
         html = page(client)
 
     assert html.count('class="memory') >= count
+    assert all(f"Summary {number}" in html for number in range(3))

@@ -133,6 +133,7 @@ ENDPOINTS = [
         partial_marker='id="preferences-form"',
     ),
     Endpoint("resume emails", "post", lambda ids: "/account/emails/resume", partial_marker='id="preferences-form"'),
+    Endpoint("start the export", "get", lambda ids: "/account/export/start", reauthenticate=True),
     Endpoint("export", "get", lambda ids: "/account/export", reauthenticate=True),
     Endpoint(
         "delete all memories form",

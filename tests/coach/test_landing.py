@@ -133,3 +133,9 @@ def test_the_landing_page_fits_the_screen_uses_only_the_sites_own_files_and_lead
     page.go_back()
     page.get_by_role("main").get_by_role("link", name="Sign in").first.click()
     expect(page.get_by_role("heading", name="Sign In")).to_be_visible()
+
+
+def test_the_landing_page_describes_itself_to_search_engines_and_link_previews(client: Client) -> None:
+    html = client.get("/").content.decode()
+
+    assert '<meta name="description" content="An AI coach that remembers' in html

@@ -337,5 +337,5 @@ def test_a_command_beside_the_running_app_gets_exactly_its_settings(tmp_path: Pa
         app.wait(timeout=90)
 
     assert printed.returncode == 0, stderr
-    assert stdout.split()[-3:] == ["mail.app.example", "2525", f"http://localhost:{port}"]
+    assert stdout.split()[-3:] == ["mail.app.example", "2525", f"http://127.0.0.1:{port}"]
     assert not (tmp_path / "data" / "running.env").exists()
