@@ -14,11 +14,15 @@ from typing import Any
 
 from accounts.models import User
 
+# Who a found line is attributed to, as this benchmark reads it.
+PERSON, OTHER = "person", "other"
+
 
 @dataclass(frozen=True)
 class FoundExchange:
-    """One exchange a look-back returned: the person's message it starts with, and its lines
-    as the result attributes them (who said each)."""
+    """One exchange a look-back returned: the person's message it starts with (None for a
+    conversation's summary), and its lines as the result attributes them: (PERSON or
+    OTHER, words)."""
 
     session_id: int | None
     message_id: int | None
@@ -44,13 +48,15 @@ def look_back() -> LookBack:
     except (ImportError, AttributeError) as error:
         return LookBack(None, None, f"not available: coach.look_back is not on this branch ({error})")
 
+    person = getattr(module, "PERSON", "person")
+
     def searched(user: User, query: str, limit: int, current_session_id: int | None) -> list[FoundExchange]:
         found = search(user=user, query=query, limit=limit, current_session_id=current_session_id)
-        return [_exchange(item) for item in found]
+        return [_exchange(item, person) for item in found]
 
     return LookBack(lambda user_id: index(user_id=user_id), searched)
 
 
-def _exchange(item: Any) -> FoundExchange:
-    lines = tuple((str(getattr(line, "speaker", "")), str(getattr(line, "text", ""))) for line in item.lines)
-    return FoundExchange(getattr(item, "session_id", None), getattr(item, "message_id", None), lines)
+def _exchange(item: Any, person: str) -> FoundExchange:
+    lines = tuple((PERSON if line.speaker == person else OTHER, str(line.words)) for line in item.lines)
+    return FoundExchange(item.session_id, item.message_id, lines)

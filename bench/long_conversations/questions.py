@@ -22,7 +22,7 @@ from datetime import timedelta
 from accounts.models import User
 from bench.long_conversations.dataset import Conversation, Observation, Question
 from bench.long_conversations.ingest import AppClock, Ingested, one_line
-from bench.long_conversations.look_back import LookBack
+from bench.long_conversations.look_back import PERSON, LookBack
 from coach.claims import reply_stop, turn_begin
 from coach.models import ChatSession
 from coach.services import message_post, session_start
@@ -193,16 +193,13 @@ def traps_passed_off(
         found = look_back.search(done.user, question.text, TOP, None)
         lines = [(who, text) for x in found for who, text in x.lines if any(_same_words(text, t) for t in theirs)]
         returned += bool(lines)
-        passed_off += any(said_by_the_person(speaker, done.user) for speaker, _ in lines)
+        passed_off += any(speaker == PERSON for speaker, _ in lines)
     return len(questions), returned, passed_off
 
 
 def _same_words(line: str, turn: str) -> bool:
     # A result may cut a long turn short, or tidy its spacing: the same opening words are the turn.
     line, turn = " ".join(line.split()), " ".join(turn.split())
-    return bool(line) and (line[:80] in turn or turn[:80] in line)
-
-
-def said_by_the_person(speaker: str, user: User) -> bool:
-    """Whether a result's line is attributed to the person (however the look-back names them)."""
-    return speaker.strip().lower() in {"you", "person", "user", "the person", (user.name or "").lower()}
+    if line == turn:
+        return True
+    return min(len(line), len(turn)) >= 20 and (line[:80] in turn or turn[:80] in line)
