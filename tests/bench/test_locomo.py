@@ -64,7 +64,7 @@ TINY: dict[str, Any] = {
     "qa": [
         {"question": "Which marathon is Ada running?", "answer": "Lisbon", "evidence": ["D1:2"], "category": 4},
         {"question": "What does Ada keep in her garden?", "answer": "bees", "evidence": ["D:1:4"], "category": 1},
-        {"question": "When did Ada's knee start to ache?", "answer": "May", "evidence": ["D2:1; D1:2"], "category": 2},
+        {"question": "When did Ada's knee start aching?", "answer": "March", "evidence": ["D2:1; D1:2"], "category": 2},
         {"question": "What drowned on Ben's allotment?", "answer": "leeks", "evidence": ["D1:3"], "category": 4},
         {"question": "What is Ada planting?", "adversarial_answer": "garlic", "evidence": ["D2:2"], "category": 5},
         {"question": "How did Ada sign up?", "answer": "online", "evidence": ["D9:9"], "category": 4},
@@ -114,7 +114,7 @@ def test_questions_about_the_person_are_those_their_own_turns_answer(tmp_path: P
     assert [q.text for q in about_ada] == [
         "Which marathon is Ada running?",
         "What does Ada keep in her garden?",
-        "When did Ada's knee start to ache?",
+        "When did Ada's knee start aching?",
     ]
     assert [q.text for q in traps] == ["What is Ada planting?"]
 
