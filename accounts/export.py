@@ -59,6 +59,11 @@ NOT_EXPORTED = {
     "themselves are exported as memories",
     "mfa.authenticator": "the person's second-factor secrets (an authenticator app's key, recovery codes); "
     "a file holding them would be a way into the account",
+    "coach.conversationembedding": "the vectors by which the look-back finds past exchanges and summaries; "
+    "derived from the messages and summaries exported under chat_sessions, and meaningless outside the "
+    "embedding model that made them",
+    "coach.lookback": "which past conversation the coach looked back at while answering a message, shown "
+    "under that reply; both conversations are exported under chat_sessions",
     "accounts.user_groups": "staff permission groups; coached people have none",
     "accounts.user_user_permissions": "staff permissions; coached people have none",
 }

@@ -6,8 +6,8 @@ from django.contrib import admin
 from django.db.models import Count, QuerySet, Sum
 from django.http import HttpRequest
 
-from coach.models import ChatSession, Message
-from infra.admin import SupportSearch
+from coach.models import ChatSession, ConversationEmbedding, Message
+from infra.admin import ReadOnlyAdmin, SupportSearch
 
 
 @admin.register(ChatSession)
@@ -100,3 +100,14 @@ class MessageAdmin(SupportSearch, admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+
+@admin.register(ConversationEmbedding)
+class ConversationEmbeddingAdmin(SupportSearch, ReadOnlyAdmin):
+    # What the look-back can find, and by which model: never the vector, nor the words.
+    list_display = ["pk", "user", "session", "kind", "message", "embedding_model", "embedded_at"]
+    list_filter = ["kind", "embedding_model"]
+    search_fields = ["user__email"]
+    list_select_related = ["user"]
+    fields = ["user", "session", "kind", "message", "reply", "embedding_model", "text_at", "embedded_at"]
+    readonly_fields = fields

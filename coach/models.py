@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+from pgvector.django import VectorField
 
 from infra.encryption import EncryptedTextField
 
@@ -139,3 +140,68 @@ class Message(models.Model):
 
 # A person's message still waiting for, or getting, a reply.
 UNANSWERED = (Message.Status.PENDING, Message.Status.ANSWERING)
+
+
+class ConversationEmbedding(models.Model):
+    """What the look-back searches (coach/look_back.py): one exchange (a person's message
+    and the coach's reply) or a conversation's summary, embedded. Only the vector is kept
+    here, plain like a memory's, so search runs in SQL; the words stay in their encrypted
+    columns and are read from there. Each row goes with its conversation, its message and
+    its person (database cascades), so a deleted conversation leaves nothing searchable."""
+
+    class Kind(models.TextChoices):
+        EXCHANGE = "exchange"
+        SUMMARY = "summary"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.DB_CASCADE, related_name="+")
+    session = models.ForeignKey(ChatSession, on_delete=models.DB_CASCADE, related_name="embeddings")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    # An exchange: the person's message, and the whole reply that answered it (none when
+    # the person stopped it); a summary has neither.
+    message = models.ForeignKey(Message, on_delete=models.DB_CASCADE, null=True, blank=True, related_name="+")
+    reply = models.ForeignKey(Message, on_delete=models.DB_CASCADE, null=True, blank=True, related_name="+")
+    # No fixed dimension, as for memories: only rows of the current model are compared.
+    embedding = VectorField()
+    embedding_model = models.CharField(max_length=100)
+    # For a summary: the session's summarised_at it was embedded at (a reopened conversation
+    # is summarised again, and its new summary embedded again).
+    text_at = models.DateTimeField(null=True, blank=True)
+    embedded_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["message"], condition=models.Q(kind="exchange"), name="conversation_embedding_one_per_exchange"
+            ),
+            models.UniqueConstraint(
+                fields=["session"], condition=models.Q(kind="summary"), name="conversation_embedding_one_per_summary"
+            ),
+            models.CheckConstraint(
+                condition=(models.Q(kind="exchange") & models.Q(message__isnull=False))
+                | (models.Q(kind="summary") & models.Q(message__isnull=True) & models.Q(reply__isnull=True)),
+                name="conversation_embedding_exchange_has_its_message",
+            ),
+        ]
+        indexes = [models.Index(fields=["user", "embedding_model"])]
+
+    def __str__(self) -> str:
+        return f"{self.kind} embedding {self.pk} of session {self.session_id}"
+
+
+class LookBack(models.Model):
+    """A conversation the coach looked back at while answering a person's message: the
+    quiet cue under that reply ("Looked back at: your conversation of 3 May"), shown again
+    on a reloaded page. Goes with either conversation."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.DB_CASCADE, related_name="+")
+    message = models.ForeignKey(Message, on_delete=models.DB_CASCADE, related_name="look_backs")
+    looked_at = models.ForeignKey(ChatSession, on_delete=models.DB_CASCADE, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["message", "looked_at"], name="look_back_once_per_conversation_and_turn")
+        ]
+
+    def __str__(self) -> str:
+        return f"look-back of message {self.message_id} at session {self.looked_at_id}"

@@ -11,7 +11,7 @@ from django.db.models import Count, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
 from coach import statements
-from coach.models import UNANSWERED, ChatSession, Message
+from coach.models import UNANSWERED, ChatSession, LookBack, Message
 from coach.streams import UNFINISHED_KEEP_SECONDS
 from memory.selectors import memories_learned_in
 
@@ -66,6 +66,34 @@ def memories_kept_from(*, user: User, messages: Sequence[Message]) -> dict[int, 
             KeptMemory(memory_id=memory.pk, summary=memory.summary, new=memory.created_at >= began)
         )
     return kept
+
+
+@dataclass(frozen=True)
+class LookedBackAt:
+    """A past conversation the coach looked back at while answering an exchange, as the
+    page shows it under that exchange."""
+
+    session_id: int
+    began_at: datetime
+
+
+def look_backs_of(*, user: User, messages: Sequence[Message]) -> dict[int, list[LookedBackAt]]:
+    """The conversations the coach looked back at for each of these messages, by message
+    id, oldest look first: the quiet cues their replies showed, shown again on a page loaded
+    afterwards. One query; a conversation since deleted is gone from them with its rows. An
+    exchange still being answered has none here: its reply's stream replays its cues."""
+    ids = [m.pk for m in messages if m.role == Message.Role.USER and m.status not in UNANSWERED]
+    looked: dict[int, list[LookedBackAt]] = {}
+    if not ids:
+        return looked
+    rows = (
+        LookBack.objects.filter(user=user, message_id__in=ids)
+        .order_by("pk")
+        .values_list("message_id", "looked_at_id", "looked_at__created_at")
+    )
+    for message_id, session_id, began_at in rows:
+        looked.setdefault(message_id, []).append(LookedBackAt(session_id=session_id, began_at=began_at))
+    return looked
 
 
 def messages_with_replies_kept(*, user: User, now: datetime) -> list[int]:

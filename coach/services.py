@@ -8,6 +8,7 @@ to the model, what they wrote is kept.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -17,12 +18,17 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
+from redis import RedisError
 
+from coach import streams
 from coach.models import TITLE_MAX_CHARS, UNANSWERED, ChatSession, Message
+from coach.selectors import messages_with_replies_kept
 from coach.statements import message_add_unless_sent, session_locked
 
 if TYPE_CHECKING:
     from accounts.models import User
+
+logger = logging.getLogger(__name__)
 
 # The same text sent again this soon, while the first is still unanswered, is one message
 # sent twice (two clicks, two tabs), not two messages.
@@ -160,6 +166,27 @@ def _message_added(
             # The same words again while the first are unanswered (two tabs): taken back.
             raise _SentAlready(found)
     return message
+
+
+def session_delete(*, user: User, session_id: int) -> bool:
+    """The person deletes one of their conversations: its messages, its summary, what the
+    look-back could find of it (its embeddings) and the cues of look-backs at it, in one
+    statement (the database cascades); then, outside the transaction, its replies kept in
+    Redis and any look-back cue naming it in their other replies there. A reply still being
+    written in it cannot be saved (its message is gone). What the coach learnt in it and
+    kept as memories stays, on the memory page, to delete there. Whether it was theirs."""
+    message_ids = list(Message.objects.filter(session__user=user, session_id=session_id).values_list("pk", flat=True))
+    deleted, _ = ChatSession.objects.filter(user=user, pk=session_id).delete()
+    if not deleted:
+        return False
+    try:
+        streams.replies_forget(message_ids)
+        streams.session_forget(session_id)
+        streams.look_back_cues_forget(messages_with_replies_kept(user=user, now=timezone.now()), session_id)
+    except RedisError as error:
+        # The conversation is deleted; its streams expire within the hour on their own.
+        logger.warning("the streams of deleted conversation %s could not be dropped now: %s", session_id, error)
+    return True
 
 
 def session_end(*, session: ChatSession, now: datetime | None = None) -> bool:

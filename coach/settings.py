@@ -349,6 +349,13 @@ CELERY_BEAT_SCHEDULE: dict[str, dict] = {
         "schedule": crontab(minute=40),
         "options": {"expires": 50 * 60},
     },
+    # Every hour: exchanges and summaries of conversations not yet embedded by EMBEDDING_MODEL
+    # (a failed embedding call, or the model changed) are embedded, for the look-back.
+    "reindex-exchanges": {
+        "task": "coach.tasks.reindex_exchanges",
+        "schedule": crontab(minute=45),
+        "options": {"expires": 50 * 60},
+    },
     # Every hour: people for whom it is Sunday evening get their week's sessions written
     # up as a weekly episode memory.
     "plan-weekly-episodes": {
@@ -444,6 +451,11 @@ COACH_PROMPT_GAP_HOURS = env_float("COACH_PROMPT_GAP_HOURS", default=6.0)
 COACH_HISTORY_BUDGET_TOKENS = env_int("COACH_HISTORY_BUDGET_TOKENS", default=6000)
 # A session with no message for this long is ended and summarised.
 COACH_SESSION_IDLE_MINUTES = env_int("COACH_SESSION_IDLE_MINUTES", default=30)
+# The look-back (coach/look_back.py): the most past exchanges one search returns, how many
+# when the model does not say, and the most (estimated) tokens the whole result may take.
+COACH_LOOK_BACK_MAX_RESULTS = env_int("COACH_LOOK_BACK_MAX_RESULTS", default=10)
+COACH_LOOK_BACK_DEFAULT_RESULTS = env_int("COACH_LOOK_BACK_DEFAULT_RESULTS", default=5)
+COACH_LOOK_BACK_MAX_TOKENS = env_int("COACH_LOOK_BACK_MAX_TOKENS", default=1500)
 # The longest a turn may run, from its claim to its reply; past it, it ends failed and
 # retryable (the sweeper judges dead turns by it too).
 COACH_TURN_DEADLINE_SECONDS = env_int("COACH_TURN_DEADLINE_SECONDS", default=120)

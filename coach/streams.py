@@ -222,6 +222,36 @@ def memory_cues_forget(message_ids: Iterable[int], memory_ids: Collection[int] |
             client.xdel(key, *naming)
 
 
+def look_back_cues_forget(message_ids: Iterable[int], session_id: int) -> None:
+    """Take the look-back cues that name the conversation `session_id` (deleted) out of
+    these replies' streams, as memory_cues_forget does for a deleted memory: a reload
+    replays no link to what is gone."""
+    client = redis_sync()
+    for message_id in message_ids:
+        key = reply_key(message_id)
+        entries = client.xrange(key)
+        naming = [
+            entry_id
+            for entry_id, fields in entries
+            if fields.get("kind") == MEMORY
+            and any(
+                looked.get("session_id") == session_id
+                for looked in json.loads(fields["data"]).get("conversations") or []
+            )
+        ]
+        if not naming:
+            continue
+        if any(fields.get("kind") in TERMINAL for _, fields in entries):
+            client.delete(key)
+        else:
+            client.xdel(key, *naming)
+
+
+def session_forget(session_id: int) -> None:
+    """Drop a deleted conversation's stream of announced messages."""
+    redis_sync().delete(session_key(session_id))
+
+
 def session_announce(session_id: int, message_id: int) -> None:
     """Tell the conversation's other open tabs that a message was posted."""
     key = session_key(session_id)

@@ -1,5 +1,5 @@
-"""Background work of the chat: ending idle sessions, summarising ended ones, and ending
-turns whose process died.
+"""Background work of the chat: ending idle sessions, summarising ended ones, ending
+turns whose process died, and embedding exchanges for the look-back.
 
 Only what is remembered is summarised: a conversation that is not remembered never is,
 and a session that ends while the person has memory off is closed with no summary (no
@@ -11,8 +11,10 @@ import logging
 
 from celery import Task, shared_task
 from django.conf import settings
+from django.db import transaction
 
 from coach.claims import turns_sweep
+from coach.exchange_index import exchanges_index, exchanges_index_everyone
 from coach.models import ChatSession, Message
 from coach.selectors import session_messages
 from coach.services import session_summary_save, sessions_end_idle, summaries_due
@@ -90,4 +92,41 @@ def _summarise(session_id: int) -> None:
     )
     # A summary is a fact the emails app picks up (a recap, the week's episode): the chat
     # sits below emails and does not call it.
-    session_summary_save(session=session, summary=summary)
+    if session_summary_save(session=session, summary=summary):
+        # The look-back searches summaries too; embedding it is a task of its own, so an
+        # embedding outage never sends the summary to be written again.
+        transaction.on_commit(lambda: exchanges_index_soon(user_id=session.user_id))
+
+
+@shared_task(ignore_result=True, acks_late=True)
+def index_exchanges(user_id: int) -> int:
+    """After a reply is saved (or a summary written): the person's exchanges and summaries
+    not yet embedded are embedded, for the look-back. An embedding failure leaves them
+    unindexed; the hourly job tries again. Never fails a turn: it runs after it."""
+    try:
+        return exchanges_index(user_id=user_id)
+    except LLMError as error:
+        logger.warning("exchanges of person %s could not be embedded yet: %s", user_id, error)
+        return 0
+
+
+def exchanges_index_soon(*, user_id: int) -> None:
+    """Hand the person's latest exchange to a worker to embed. A broker that is away only
+    delays it, to the hourly job: the reply it follows is saved and sent already."""
+    try:
+        index_exchanges.delay(user_id)
+    except Exception as error:
+        logger.warning("exchanges of person %s not handed out to embed (%s); the hourly job will", user_id, error)
+
+
+@shared_task(ignore_result=True)
+def reindex_exchanges() -> int:
+    """Every hour, with the memories' re-embedding: exchanges and summaries left unindexed
+    (an embedding call failed, a task was lost) or embedded by another model than
+    EMBEDDING_MODEL (it changed) are embedded again. Nothing to do costs one query."""
+    try:
+        return exchanges_index_everyone()
+    except LLMError as error:
+        # The next tick tries again; what was done so far is kept.
+        logger.warning("exchanges could not be embedded yet: %s", error)
+        return 0

@@ -52,9 +52,11 @@ from coach.claims import (
     turn_begin,
     turn_not_begun,
 )
+from coach.look_back import LOOK_BACK_TOOL
 from coach.rendering import render_reply
 from coach.reply_words import ReplyWords, Stopped, StopWatch
 from coach.runner import run_in_background
+from coach.tasks import exchanges_index_soon
 from coach.turn_life import AttemptLife, Lost, finishing, recorded
 from infra import llm
 from infra.dbsteps import db_step
@@ -134,6 +136,7 @@ async def _answer(begun: BegunTurn) -> None:
         remembers=begun.conversation.remembers,
         session_id=message.session_id,
         message_id=message.pk,
+        tools_from_above={LOOK_BACK_TOOL.name: LOOK_BACK_TOOL},
     )
     await words.begin()
     async with life.beating():
@@ -174,6 +177,11 @@ async def _answer(begun: BegunTurn) -> None:
             await _fail(attempt, life, error="internal error", shown=FAILED_FOR_GOOD, partial=words.text)
         else:
             await _append(attempt, streams.DONE, {"html": render_reply(reply.content)})
+            if context.remembers:
+                # Once the reply is out: the exchange is embedded for later look-backs by a
+                # worker, never on the way to anyone's first word. A step of its own, off
+                # the loop (handing out a task is a round trip to the broker).
+                await db_step(exchanges_index_soon, user_id=begun.user.pk)
 
 
 async def _reply_saved(attempt: Attempt, text: str, tokens: ReplyTokens) -> Message:
@@ -236,7 +244,7 @@ async def _converse(
         # that does not use memory; if its model calls a tool anyway, the result says
         # memory is off (run_tool refuses it), and it is asked again for words.
         last_round = round_number == settings.COACH_MAX_TOOL_ROUNDS
-        tools = tool_definitions() if context.remembers and not last_round else None
+        tools = tool_definitions(from_above=[LOOK_BACK_TOOL]) if context.remembers and not last_round else None
         words.next_round()
         response = await _one_response(messages, tools=tools, on_text=words.add, stop=stop)
         usage.add(response, messages, tools)

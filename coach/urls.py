@@ -16,6 +16,7 @@ urlpatterns = [
     path("chat/<int:pk>/messages/<int:message_pk>/retry", pages.reply_retry, name="reply_retry"),
     path("chat/<int:pk>/messages/<int:message_pk>/stop", pages.reply_stop, name="reply_stop"),
     path("chat/<int:pk>/end", pages.session_close, name="session_end"),
+    path("chat/<int:pk>/delete", pages.session_delete_by_person, name="session_delete"),
     path("healthz", health.healthz, name="healthz"),
     path("livez", health.livez, name="livez"),
     path("accounts/", include("allauth.urls")),

@@ -3,9 +3,12 @@ the turn did so far, and the results the calls share."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Protocol
 
+import jsonschema
 from django.contrib.auth import get_user_model
 
 from memory.drafts import MemoryOff
@@ -27,6 +30,47 @@ class MemoryChange:
         return {"action": self.action, "memory_id": self.memory_id, "summary": self.summary}
 
 
+class Cue(Protocol):
+    """Something a tool call did that the chat shows quietly under the reply."""
+
+    def cue(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class ToolFromAbove:
+    """A tool a layer above memory hands the turn, run like the memory tools (its strict
+    schema checked, its refusals and outages answered as results the model can read, refused
+    while memory is off). Memory knows nothing of the chat's tables (DESIGN.md section 7),
+    so the chat passes in its look-back through past conversations this way.
+
+    `limits` are checked on our side as the memory tools' are (strict schemas leave lengths
+    out); `run` takes the turn's binding and the arguments, and returns the result."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    run: Callable[..., dict[str, Any]]
+    limits: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+
+    def definition(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+                "strict": True,
+            },
+        }
+
+    @cached_property
+    def validator(self) -> jsonschema.protocols.Validator:
+        schema = {**self.parameters, "properties": dict(self.parameters["properties"])}
+        for name, extra in self.limits.items():
+            schema["properties"][name] = {**schema["properties"][name], **extra}
+        return jsonschema.Draft202012Validator(schema)
+
+
 @dataclass
 class ToolContext:
     """One turn's binding: whose memories, their clock, where a save came from, and what
@@ -45,9 +89,11 @@ class ToolContext:
     # Keys whose save was flagged as a near-copy in this turn: keep_separate applies to them.
     flagged_keys: set[str] = field(default_factory=set)
     # What the turn's calls did, in order, for the chat to show quietly.
-    changes: list[MemoryChange] = field(default_factory=list)
+    changes: list[Cue] = field(default_factory=list)
     # The embedding model the person's memories were last found (or brought) up to.
     embedded_by: str | None = None
+    # Tools of the layers above, by name, offered and run beside the memory tools.
+    tools_from_above: Mapping[str, ToolFromAbove] = field(default_factory=dict)
 
 
 class ToolRefusal(Exception):

@@ -6,6 +6,7 @@ a length limit; strict schemas leave lengths out, so they are checked here, on o
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import time
 from functools import cache
 from typing import Any
@@ -14,6 +15,7 @@ import jsonschema
 from django.conf import settings
 
 from memory.models import KEY_MAX_CHARS, SUMMARY_MAX_CHARS, Category, ProspectiveStatus, Tier
+from memory.tool_context import ToolFromAbove
 
 WRITE_TOOLS = frozenset({"save_memory", "update_memory", "delete_memory"})
 RECALL_MAX_KEYS = 10
@@ -34,6 +36,17 @@ def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
     return nullable
 
 
+def strict_object(properties: dict[str, Any]) -> dict[str, Any]:
+    """A strict schema's object: every property required (optional ones nullable: see
+    nullable), nothing else allowed. For the tools the chat hands the turn too."""
+    return _object(properties)
+
+
+def nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema`, or null: how a strict schema says a property is optional."""
+    return _nullable(schema)
+
+
 def _object(properties: dict[str, Any]) -> dict[str, Any]:
     # Strict: every property required (optional ones are nullable), nothing else allowed.
     return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
@@ -47,8 +60,9 @@ _DUE_AT = {"type": "string", "description": "ISO 8601 date or date-time; prospec
 _REASON = {"type": "string", "description": f"Why, in a sentence the person could read ({REASON_MAX_CHARS} at most)."}
 
 
-def tool_definitions() -> list[dict[str, Any]]:
-    """The tools, in the Chat Completions format, with strict JSON schemas."""
+def tool_definitions(*, from_above: Sequence[ToolFromAbove] = ()) -> list[dict[str, Any]]:
+    """The tools, in the Chat Completions format, with strict JSON schemas: the five memory
+    tools, then those the chat hands the turn (`from_above`)."""
     specs = {**_write_specs(), **_read_specs()}
     return [
         {
@@ -56,7 +70,7 @@ def tool_definitions() -> list[dict[str, Any]]:
             "function": {"name": name, "description": description, "parameters": parameters, "strict": True},
         }
         for name, (description, parameters) in specs.items()
-    ]
+    ] + [tool.definition() for tool in from_above]
 
 
 def _write_specs() -> dict[str, tuple[str, dict[str, Any]]]:

@@ -1,4 +1,5 @@
-"""The five memory tools the model may call, bound by the server to the current person.
+"""The five memory tools the model may call, bound by the server to the current person,
+and any tool the chat hands the turn beside them (ToolFromAbove: its look-back).
 
 No tool takes a user, a source or a database id: memories are named by key, the person is
 the one whose turn it is, and everything the model writes is `source=coach`. Whatever the
@@ -24,6 +25,7 @@ from memory.drafts import MemoryChanged, MemoryNoRoom, MemoryOff, MemoryWriteErr
 # The turn's binding is the tools' to hand out: callers import it from here.
 from memory.tool_context import MemoryChange as MemoryChange
 from memory.tool_context import ToolContext as ToolContext
+from memory.tool_context import ToolFromAbove as ToolFromAbove
 from memory.tool_context import ToolRefusal, memory_as_result
 from memory.tool_reads import recall_memory, search_memories
 from memory.tool_schemas import WRITE_TOOLS
@@ -47,19 +49,11 @@ def run_tool(context: ToolContext, name: str, raw_arguments: str) -> str:
     if not context.remembers:
         return json.dumps(MEMORY_OFF_RESULT, ensure_ascii=False)
     try:
-        arguments = _parse_arguments(name, raw_arguments)
-        if name in WRITE_TOOLS:
-            if context.writes >= settings.MEMORY_MAX_WRITES_PER_TURN:
-                raise ToolRefusal(f"at most {settings.MEMORY_MAX_WRITES_PER_TURN} memory writes per turn; stop here")
-            if context.write_calls >= settings.MEMORY_MAX_WRITES_PER_TURN * WRITE_CALLS_PER_WRITE:
-                raise ToolRefusal("too many memory writes asked for in this turn; stop here")
-            # Each call embeds the text it writes, whatever becomes of it: bounded too.
-            context.write_calls += 1
-        result = _HANDLERS[name](context, **arguments)
-        if name in WRITE_TOOLS and result.get("status") in _WRITTEN:
-            # Only what was applied, or put to the person, spends the budget: a save refused
-            # as a near-copy, or one that changed nothing, leaves room for the real one.
-            context.writes += 1
+        arguments = _parse_arguments(context, name, raw_arguments)
+        if name in context.tools_from_above:
+            result = context.tools_from_above[name].run(context, **arguments)
+        else:
+            result = _memory_tool(context, name, arguments)
     except ToolRefusal as refusal:
         result = {"status": "error", "error": str(refusal)}
     except MemoryOff:
@@ -88,6 +82,22 @@ def run_tool(context: ToolContext, name: str, raw_arguments: str) -> str:
     return json.dumps(result, ensure_ascii=False)
 
 
+def _memory_tool(context: ToolContext, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    if name in WRITE_TOOLS:
+        if context.writes >= settings.MEMORY_MAX_WRITES_PER_TURN:
+            raise ToolRefusal(f"at most {settings.MEMORY_MAX_WRITES_PER_TURN} memory writes per turn; stop here")
+        if context.write_calls >= settings.MEMORY_MAX_WRITES_PER_TURN * WRITE_CALLS_PER_WRITE:
+            raise ToolRefusal("too many memory writes asked for in this turn; stop here")
+        # Each call embeds the text it writes, whatever becomes of it: bounded too.
+        context.write_calls += 1
+    result = _HANDLERS[name](context, **arguments)
+    if name in WRITE_TOOLS and result.get("status") in _WRITTEN:
+        # Only what was applied, or put to the person, spends the budget: a save refused
+        # as a near-copy, or one that changed nothing, leaves room for the real one.
+        context.writes += 1
+    return result
+
+
 # Results of a write that was applied, or put to the person.
 _WRITTEN = frozenset({"saved", "updated", "deleted", "proposed"})
 # Results that leave the model nothing to decide.
@@ -105,8 +115,8 @@ def settles(result: str) -> bool:
     return status in _SETTLED
 
 
-def _parse_arguments(name: str, raw_arguments: str) -> dict[str, Any]:
-    validators = schema_validators()
+def _parse_arguments(context: ToolContext, name: str, raw_arguments: str) -> dict[str, Any]:
+    validators = {**schema_validators(), **{n: tool.validator for n, tool in context.tools_from_above.items()}}
     if name not in validators:
         raise ToolRefusal(f"there is no tool {name!r}; the tools are {', '.join(validators)}")
     try:

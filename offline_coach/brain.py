@@ -6,7 +6,9 @@ flagged as a near-copy: then, once per user message, it answers the flag. Notes 
 single out different facts (another month, another day, the other side, another number,
 another topic) are kept apart with `keep_separate`; the rest are merged into the existing
 memory with `update_memory`. Summaries, emails and weekly episodes are answered in words;
-a memory import with the facts of the pasted text as JSON, one per line or bullet.
+a memory import with the facts of the pasted text as JSON, one per line or bullet. Asked
+about an earlier conversation ("do you remember when...", "what did I say about..."), with
+`search_conversations` offered, it looks back and answers from what it finds.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 from offline_coach.chat import chat_reply
 from offline_coach.documents import follow_up_email, session_summary, weekly_episode
 from offline_coach.facts import pasted_facts
+from offline_coach.look_back import SEARCH, answer_from, look_back_call, looked_back
 from offline_coach.prompt import (
     CallResult,
     Kind,
@@ -83,6 +86,9 @@ def respond(body: dict[str, Any], *, today: date) -> Reply:
 def _chat_turn(body: dict[str, Any], messages: list[dict[str, Any]], today: date) -> Reply:
     tools = callable_tools(body)
     last = messages[-1] if messages else {}
+    if last.get("role") == "user" and SEARCH in tools and (look := look_back_call(text_of(last))):
+        # Asked about an earlier conversation: looked back first, answered from what it finds.
+        return Reply(tool_calls=(look,))
     if last.get("role") == "user":
         saves = notes_in(text_of(last), today=today) if SAVE in tools else []
         drops = given_up(text_of(last), remembered(messages)) if DELETE in tools else []
@@ -91,6 +97,8 @@ def _chat_turn(body: dict[str, Any], messages: list[dict[str, Any]], today: date
                 tool_calls=(*(ToolCall(SAVE, json.dumps(note.arguments())) for note in saves), *drops),
             )
     latest = latest_round(messages) if last.get("role") == "tool" else []
+    if (found := looked_back(latest)) is not None:
+        return Reply(text=answer_from(found))
     if UPDATE in tools and not called_since_user(messages, UPDATE) and (answers := _answer_flags(latest)):
         return Reply(tool_calls=answers)
     known = remembered(messages)

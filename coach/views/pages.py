@@ -31,6 +31,8 @@ from coach.middleware import cannot_save, when_writes_refused
 from coach.models import ChatSession, Message
 from coach.selectors import (
     KeptMemory,
+    LookedBackAt,
+    look_backs_of,
     memories_kept_from,
     messages_for_user,
     running_turns_of,
@@ -38,7 +40,14 @@ from coach.selectors import (
     session_to_write_in,
     sessions_for_user,
 )
-from coach.services import MessageRejected, TooManyTurns, message_post_as, session_end, session_start
+from coach.services import (
+    MessageRejected,
+    TooManyTurns,
+    message_post_as,
+    session_delete,
+    session_end,
+    session_start,
+)
 from coach.turn import turn_start
 
 logger = logging.getLogger(__name__)
@@ -61,6 +70,8 @@ class Exchange:
     reply: Message | None
     # What it left in the person's memory, once it is finished.
     kept: list[KeptMemory] = field(default_factory=list)
+    # The past conversations the coach looked back at to answer it.
+    looked_back: list[LookedBackAt] = field(default_factory=list)
 
 
 @require_GET
@@ -228,12 +239,23 @@ def session_close(request: HttpRequest, pk: int) -> HttpResponse:
     return HttpResponseClientRedirect(reverse("chat")) if request.htmx else redirect("chat")
 
 
+@login_required
+@require_POST
+def session_delete_by_person(request: HttpRequest, pk: int) -> HttpResponse:
+    """Delete the conversation for good (session_delete), then back to the chat. Another
+    person's conversation is a 404, as if it did not exist."""
+    if not session_delete(user=request.user, session_id=pk):
+        raise Http404("No such conversation.")
+    return HttpResponseClientRedirect(reverse("chat")) if request.htmx else redirect("chat")
+
+
 def _as_shown(request: HttpRequest, message: Message) -> Exchange:
     """One of the person's exchanges as a page loaded now shows it: the message, its latest
     reply, and what it left in their memory."""
     reply = Message.objects.filter(reply_to=message).order_by("-pk").first()
     kept = memories_kept_from(user=request.user, messages=[message]).get(message.pk, [])
-    return Exchange(message, reply, kept)
+    looked_back = look_backs_of(user=request.user, messages=[message]).get(message.pk, [])
+    return Exchange(message, reply, kept, looked_back)
 
 
 def _start(request: HttpRequest, message: Message) -> None:
@@ -271,7 +293,12 @@ def _page_context(request: HttpRequest, *, session: ChatSession | None) -> dict:
     messages = session_messages(session=session) if session else []
     replies = {m.reply_to_id: m for m in messages if m.role == Message.Role.ASSISTANT}
     kept = memories_kept_from(user=request.user, messages=messages)
-    exchanges = [Exchange(m, replies.get(m.pk), kept.get(m.pk, [])) for m in messages if m.role == Message.Role.USER]
+    looked_back = look_backs_of(user=request.user, messages=messages)
+    exchanges = [
+        Exchange(m, replies.get(m.pk), kept.get(m.pk, []), looked_back.get(m.pk, []))
+        for m in messages
+        if m.role == Message.Role.USER
+    ]
     return {
         "session": session,
         "sessions": sessions_for_user(user=request.user)[:SIDEBAR_SESSIONS],

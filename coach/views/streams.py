@@ -201,9 +201,17 @@ class _Urls:
         if kind == streams.FAILED and not data.get("gone"):
             # What is gone cannot be asked again.
             return {**data, "retry_url": self._retry}
+        if kind == streams.MEMORY and data.get("action") == "looked_back":
+            return {**data, "conversations": [_with_link(c) for c in data.get("conversations", [])]}
         if kind == streams.MEMORY:
             return {**data, **_memory_links(data)}
         return data
+
+
+def _with_link(conversation: dict[str, Any]) -> dict[str, Any]:
+    """A conversation the coach looked back at opens on its own page (the person's own: the
+    look-back reads nothing else)."""
+    return {**conversation, "url": reverse("session", kwargs={"pk": conversation["session_id"]})}
 
 
 def _memory_links(cue: dict[str, Any]) -> dict[str, str]:

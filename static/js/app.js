@@ -101,10 +101,30 @@
     deleted: "Removed from memory",
   };
 
+  // A quiet line under the reply for each past conversation the coach looked back at.
+  function showLookBack(area, cue) {
+    for (const conversation of cue.conversations || []) {
+      const line = document.createElement("p");
+      line.className = "memory-cue look-back-cue";
+      line.append(`Looked back at: your conversation of ${conversation.date}`);
+      if (conversation.url) {
+        const open = document.createElement("a");
+        open.href = conversation.url;
+        open.textContent = "Open";
+        line.append(" · ", open);
+      }
+      area.appendChild(line);
+    }
+  }
+
   // A quiet line under the reply when the coach saved, changed or suggested a memory.
   function showCue(exchange, cue) {
     const area = exchange.querySelector(".memory-cues");
     if (!area) return;
+    if (cue.action === "looked_back") {
+      showLookBack(area, cue);
+      return;
+    }
     const line = document.createElement("p");
     line.className = "memory-cue";
     line.append(`${CUE_WORDS[cue.action] || "Memory"}: ${cue.summary}`);

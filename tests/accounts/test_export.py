@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from accounts.export import EXPORTED, NOT_EXPORTED
 from accounts.models import LoginSession, User
-from coach.models import ChatSession, Message
+from coach.models import ChatSession, ConversationEmbedding, LookBack, Message
 from emails.models import Email, WeeklyEpisodeRequest
 from memory.drafts import MemoryDraft
 from memory.models import Memory, MemoryOverlap, PrivateTextViewing
@@ -139,6 +139,12 @@ def the_rest(user: User) -> None:
     WeeklyEpisodeRequest.objects.create(user=user, week_key="week-2026-48")
     first, second = Memory.objects.filter(user=user)[:2]
     MemoryOverlap.objects.create(user=user, memory=first, other=second, similarity=0.9)
+    session = ChatSession.objects.filter(user=user).first()
+    message = Message.objects.filter(session=session, role="user").first()
+    ConversationEmbedding.objects.create(
+        user=user, session=session, kind="exchange", message=message, embedding=[1.0, 0.0], embedding_model="m"
+    )
+    LookBack.objects.create(user=user, message=message, looked_at=session)
     with_authenticator(user)
 
 

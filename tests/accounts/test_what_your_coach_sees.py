@@ -206,3 +206,16 @@ def test_with_memory_off_the_page_says_the_coach_reads_none_of_it(user: User) ->
 
     assert "Your memory is off, so your coach reads none of your memories" in page
     assert "Oats every morning" not in page and '<pre class="context-text"' not in page
+
+
+def test_the_page_says_the_coach_can_look_back_through_past_conversations_and_that_it_shows_it(
+    user: User,
+) -> None:
+    make_memory(user, key="knee", summary="Left knee clicks on stairs")
+
+    page = readable_part(coach_sees(user))
+
+    (said,) = re.findall(r'<p class="section-note" id="look-back">(.*?)</p>', page, re.S)
+    assert "look back through your past conversations" in said
+    assert "not remembered" in said and "memory is off" in said
+    assert "a line under its reply says which conversation" in said

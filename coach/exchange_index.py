@@ -1,0 +1,183 @@
+"""The index the look-back searches: each exchange of a remembered conversation (the
+person's message and the coach's whole reply) and each conversation's summary, embedded by
+EMBEDDING_MODEL, the model memories are embedded by.
+
+An exchange is embedded after its reply is saved, by a task the turn enqueues once the
+reply is out (coach/tasks.py), never on the way to the first word; and every hour whatever
+is missing (an embedding call that failed, a task the broker lost) or was embedded by
+another model than EMBEDDING_MODEL (it changed) is embedded again, as memories are. An
+embedding failure leaves the exchange unindexed, to be tried again then; it never fails a
+turn. Nothing of a conversation that is not remembered is embedded, nor anything of a
+person while their memory is off. Only vectors are written here; the words stay in their
+encrypted columns. Never inside a transaction while waiting on the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.db.models import Exists, OuterRef, QuerySet
+from django.utils import timezone
+
+from coach.models import ChatSession, ConversationEmbedding, Message
+from infra import llm
+
+Kind = ConversationEmbedding.Kind
+# Texts per embedding request: a 600-turn conversation is three requests.
+EMBED_BATCH_SIZE = 100
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """One text to embed, and what its row points at."""
+
+    session_id: int
+    text: str
+    message_id: int | None = None
+    reply_id: int | None = None
+    text_at: datetime | None = None
+
+
+def exchange_text(*, said: str, answered: str) -> str:
+    """What an exchange is compared by: the person's words, then the coach's."""
+    return said if not answered.strip() else f"{said}\n{answered}"
+
+
+def exchanges_index(*, user_id: int, batch_size: int = EMBED_BATCH_SIZE) -> int:
+    """Embed every exchange and summary of the person's remembered conversations not yet
+    embedded by EMBEDDING_MODEL, `batch_size` texts to an embedding request. Returns how
+    many were embedded. Nothing while their memory is off. LLMError if the model fails:
+    what was embedded before is kept, the rest waits for the next try."""
+    if not get_user_model().objects.filter(pk=user_id, memory_enabled=True).exists():
+        return 0
+    model = settings.EMBEDDING_MODEL
+    done = 0
+    after_pk = 0
+    while batch := _exchanges_after(user_id, model, after_pk, batch_size):
+        done += _embedded(batch, user_id=user_id, kind=Kind.EXCHANGE, model=model)
+        after_pk = max(item.message_id or 0 for item in batch)
+    after_pk = 0
+    while batch := _summaries_after(user_id, model, after_pk, batch_size):
+        done += _embedded(batch, user_id=user_id, kind=Kind.SUMMARY, model=model)
+        after_pk = max(item.session_id for item in batch)
+    return done
+
+
+def exchanges_index_everyone() -> int:
+    """exchanges_index for everyone with memory on who has something left to embed (the
+    hourly job). Nothing to do costs one query. LLMError as exchanges_index."""
+    model = settings.EMBEDDING_MODEL
+    waiting = (
+        get_user_model()
+        .objects.filter(memory_enabled=True)
+        .filter(
+            Exists(_exchanges_waiting(model).filter(session__user_id=OuterRef("pk")))
+            | Exists(_summaries_waiting(model).filter(user_id=OuterRef("pk")))
+        )
+    )
+    return sum(exchanges_index(user_id=user_id) for user_id in waiting.values_list("pk", flat=True))
+
+
+def _exchanges_waiting(model: str) -> QuerySet[Message]:
+    """The person's answered messages in remembered conversations without an embedding by `model`."""
+    embedded = ConversationEmbedding.objects.filter(
+        kind=Kind.EXCHANGE, message_id=OuterRef("pk"), embedding_model=model
+    )
+    return Message.objects.filter(
+        role=Message.Role.USER, status=Message.Status.ANSWERED, session__remembered=True
+    ).exclude(Exists(embedded))
+
+
+def _summaries_waiting(model: str) -> QuerySet[ChatSession]:
+    """Summarised, remembered conversations whose summary as it stands is not embedded by `model`."""
+    embedded = ConversationEmbedding.objects.filter(
+        kind=Kind.SUMMARY, session_id=OuterRef("pk"), embedding_model=model, text_at=OuterRef("summarised_at")
+    )
+    return ChatSession.objects.filter(remembered=True, summarised_at__isnull=False).exclude(Exists(embedded))
+
+
+def _exchanges_after(user_id: int, model: str, after_pk: int, limit: int) -> list[_Pending]:
+    messages = list(
+        _exchanges_waiting(model)
+        .filter(session__user_id=user_id, pk__gt=after_pk)
+        .order_by("pk")
+        .only("pk", "session_id", "content")[:limit]
+    )
+    if not messages:
+        return []
+    # The whole reply of each (a stopped one is not what the coach said: the person's
+    # words are indexed alone); the latest, should a retry have left more than one.
+    replies: dict[int | None, Message] = {}
+    whole = Message.objects.filter(reply_to_id__in=[m.pk for m in messages], status=Message.Status.COMPLETE)
+    for reply in whole.order_by("pk").only("pk", "reply_to_id", "content"):
+        replies[reply.reply_to_id] = reply
+    pending = []
+    for message in messages:
+        reply = replies.get(message.pk)
+        text = exchange_text(said=message.content, answered=reply.content if reply else "")
+        pending.append(
+            _Pending(
+                session_id=message.session_id,
+                text=text,
+                message_id=message.pk,
+                reply_id=reply.pk if reply else None,
+            )
+        )
+    return pending
+
+
+def _summaries_after(user_id: int, model: str, after_pk: int, limit: int) -> list[_Pending]:
+    sessions = list(
+        _summaries_waiting(model)
+        .filter(user_id=user_id, pk__gt=after_pk)
+        .order_by("pk")
+        .only("pk", "summary", "summarised_at")[:limit]
+    )
+    # An empty summary (nothing was said, or memory was off when it ended) is walked past,
+    # with nothing to embed.
+    return [_Pending(session_id=s.pk, text=s.summary, text_at=s.summarised_at) for s in sessions]
+
+
+def _embedded(batch: list[_Pending], *, user_id: int, kind: str, model: str) -> int:
+    texts = [item for item in batch if item.text.strip()]
+    if not texts:
+        return 0
+    vectors = llm.embed([item.text for item in texts])
+    now = timezone.now()
+    with transaction.atomic():
+        # Locked, so a conversation being deleted meanwhile either goes first (and its rows
+        # are not written) or waits for these rows and takes them with it.
+        if kind == Kind.EXCHANGE:
+            ids = [item.message_id for item in texts]
+            alive = set(Message.objects.select_for_update().filter(pk__in=ids).values_list("pk", flat=True))
+            kept = [(item, e) for item, e in zip(texts, vectors, strict=True) if item.message_id in alive]
+            ConversationEmbedding.objects.filter(kind=kind, message_id__in=alive).delete()
+        else:
+            ids = [item.session_id for item in texts]
+            alive = set(ChatSession.objects.select_for_update().filter(pk__in=ids).values_list("pk", flat=True))
+            kept = [(item, e) for item, e in zip(texts, vectors, strict=True) if item.session_id in alive]
+            ConversationEmbedding.objects.filter(kind=kind, session_id__in=alive).delete()
+        # Another indexer of the same person may have written the same rows meanwhile: its
+        # rows stand, these are dropped.
+        created = ConversationEmbedding.objects.bulk_create(
+            [
+                ConversationEmbedding(
+                    user_id=user_id,
+                    session_id=item.session_id,
+                    kind=kind,
+                    message_id=item.message_id,
+                    reply_id=item.reply_id,
+                    embedding=embedding.vector,
+                    embedding_model=embedding.model,
+                    text_at=item.text_at,
+                    embedded_at=now,
+                )
+                for item, embedding in kept
+            ],
+            ignore_conflicts=True,
+        )
+    return len(created)
