@@ -24,8 +24,7 @@ from bench.long_conversations.dataset import Conversation, Observation, Question
 from bench.long_conversations.ingest import AppClock, Ingested, one_line
 from bench.long_conversations.look_back import PERSON, LookBack
 from coach.claims import reply_stop, turn_begin
-from coach.models import ChatSession
-from coach.services import message_post, session_start
+from coach.services import message_post, session_delete, session_start
 from infra import llm
 from infra.tokens import estimate_tokens
 from memory.embeddings import memory_text
@@ -104,8 +103,9 @@ def _ask_one(
     if probe.look_back.available:
         found = measured("search_conversations", lambda: probe.look_back.search(done.user, question.text, TOP, chat))
         in_conversations = any(evidence & set(done.exchange_turns.get(x.message_id, ())) for x in found)
-    # The probe's conversation is the benchmark's own, not the person's: gone before the next question.
-    ChatSession.objects.filter(pk=chat).delete()
+    # The probe's conversation is the benchmark's, not the person's: deleted as the person
+    # deletes one, so no later question or look-back sees it.
+    session_delete(user=done.user, session_id=chat)
     return Asked(
         question=question,
         in_prompt=any(evidence & set(noted_memory[m].dia_ids) for m in prompt_ids if m in noted_memory),

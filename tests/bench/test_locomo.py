@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from accounts.models import User
 from bench.long_conversations.dataset import (
     ANSWERABLE,
     DatasetError,
@@ -20,7 +21,7 @@ from bench.long_conversations.dataset import (
     wrong_speaker_traps,
 )
 from bench.long_conversations.ingest import exchanges_of, ingest
-from bench.long_conversations.look_back import LookBack, look_back
+from bench.long_conversations.look_back import OTHER, PERSON, FoundExchange, LookBack, look_back
 from bench.long_conversations.questions import Probe, ask, traps_passed_off
 from coach.models import ChatSession, Message
 from offline_coach import ModelServer
@@ -170,6 +171,46 @@ def test_a_tiny_conversation_is_stored_through_the_app_and_its_hits_are_counted_
     assert all(a.memory_tokens > 0 and a.prompt_tokens > a.memory_tokens for a in asked)
     # The questions' own conversations are the benchmark's probes: none is left behind.
     assert ChatSession.objects.filter(user=done.user).count() == 2
-    if not looking.available:
-        assert all(a.in_conversations is None for a in asked)
-        assert traps_passed_off(conversation, done, wrong_speaker_traps(conversation), looking) == (1, 0, 0)
+    # Three exchanges and two summaries: a look-back's 5 hold all of them, each a request.
+    assert all(a.in_conversations and a.embeddings["search_conversations"] == 1 for a in asked)
+    # Ben's garlic is found in his reply, and said to be the coach's, not the person's.
+    assert traps_passed_off(conversation, done, wrong_speaker_traps(conversation), looking) == (1, 1, 0)
+
+
+@pytest.mark.django_db
+def test_a_look_back_counts_only_the_exchanges_holding_an_evidence_turn(tmp_path: Path, model_server) -> None:
+    conversation = load_conversation(_written(tmp_path))
+    done = ingest(conversation, index_exchanges=None)
+    knee = next(pk for pk, turns in done.exchange_turns.items() if turns == ("D2:1", "D2:2"))
+    bees = next(pk for pk, turns in done.exchange_turns.items() if turns == ("D1:4",))
+
+    def found(user: User, query: str, limit: int, current_session_id: int | None) -> list[FoundExchange]:
+        # Whatever is asked: the knee's exchange, one conversation's summary, and the hive
+        # with its line passed off as Ben's.
+        return [
+            FoundExchange(1, knee, ((PERSON, "My knee aches after long runs lately."), (OTHER, "Rest it."))),
+            FoundExchange(1, None, ((OTHER, "Ada signed up for a marathon; Ben's allotment flooded."),)),
+            FoundExchange(1, bees, ((OTHER, "Oh no. Look at my new hive!"),)),
+        ]
+
+    stub = LookBack(index=None, search=found)
+    asked = ask(conversation, done, questions_about(conversation, "Ada", ANSWERABLE), _probe(model_server, stub))
+
+    # The marathon's turn is only in a summary: not an evidence turn found.
+    assert [a.in_conversations for a in asked] == [False, True, True]
+    assert traps_passed_off(conversation, done, wrong_speaker_traps(conversation), stub) == (1, 0, 0)
+
+
+@pytest.mark.django_db
+def test_a_look_back_that_passes_the_other_speakers_words_off_as_the_persons_is_counted(
+    tmp_path: Path, model_server
+) -> None:
+    conversation = load_conversation(_written(tmp_path))
+    done = ingest(conversation, index_exchanges=None)
+
+    def found(user: User, query: str, limit: int, current_session_id: int | None) -> list[FoundExchange]:
+        return [FoundExchange(1, None, ((PERSON, "Rest it. I am planting garlic this week."),))]
+
+    stub = LookBack(index=None, search=found)
+
+    assert traps_passed_off(conversation, done, wrong_speaker_traps(conversation), stub) == (1, 1, 1)
