@@ -20,19 +20,16 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from accounts.models import User
+from bench.long_conversations.baselines import TOP, Baseline, baselines
 from bench.long_conversations.dataset import Conversation, Observation, Question
-from bench.long_conversations.ingest import AppClock, Ingested, one_line
+from bench.long_conversations.ingest import AppClock, Ingested
 from bench.long_conversations.look_back import PERSON, LookBack
 from coach.claims import reply_stop, turn_begin
 from coach.services import message_post, session_delete, session_start
-from infra import llm
 from infra.tokens import estimate_tokens
-from memory.embeddings import memory_text
 from memory.selectors import memory_list_for_user
 from memory.tools import ToolContext, run_tool
 
-TOP = 5
-EMBED_BATCH = 64
 ASKED_AFTER = timedelta(days=1)
 
 
@@ -46,6 +43,10 @@ class Asked:
     # The baselines: top 5 over every observation; some evidence turn has an observation.
     top_all: bool
     noted: bool
+    # The look-back's own index with the summaries left out (None: no look-back), and how
+    # many of the look-back's results were conversations' summaries.
+    exchanges_alone: bool | None
+    summaries_found: int
     prompt_tokens: int
     memory_tokens: int
     seconds: dict[str, float] = field(default_factory=dict)
@@ -72,11 +73,11 @@ class Probe:
 def ask(conversation: Conversation, done: Ingested, questions: Sequence[Question], probe: Probe) -> list[Asked]:
     """Each question asked of the app, in turn, and of the baseline store."""
     noted_memory = _observations_by_memory(done)
-    top_all = top_over_all_observations(conversation, questions)
+    base = baselines(conversation, done, questions, exchanges=probe.look_back.available)
     asked = []
     with AppClock().running() as clock:
         clock.at = (done.last_at or conversation.sessions[-1].at) + ASKED_AFTER
-        for question, baseline in zip(questions, top_all, strict=True):
+        for question, baseline in zip(questions, base, strict=True):
             asked.append(_ask_one(done, question, noted_memory, probe, baseline=baseline))
     noted = {d for o in conversation.observations_of(conversation.speaker_a) for d in o.dia_ids}
     for one in asked:
@@ -85,7 +86,7 @@ def ask(conversation: Conversation, done: Ingested, questions: Sequence[Question
 
 
 def _ask_one(
-    done: Ingested, question: Question, noted_memory: dict[int, Observation], probe: Probe, *, baseline: bool
+    done: Ingested, question: Question, noted_memory: dict[int, Observation], probe: Probe, *, baseline: Baseline
 ) -> Asked:
     evidence, kept = set(question.evidence), done.observation_of_key
     timing: dict[str, float] = {}
@@ -99,10 +100,11 @@ def _ask_one(
 
     chat, prompt_ids, prompt_tokens, memory_tokens = measured("prompt", lambda: _prompt(done.user, question.text))
     keys = measured("search_memories", lambda: _memories_found(done.user, chat, question.text))
-    in_conversations = None
+    in_conversations, summaries = None, 0
     if probe.look_back.available:
         found = measured("search_conversations", lambda: probe.look_back.search(done.user, question.text, TOP, chat))
         in_conversations = any(evidence & set(done.exchange_turns.get(x.message_id, ())) for x in found)
+        summaries = sum(x.message_id is None for x in found)
     # The probe's conversation is the benchmark's, not the person's: deleted as the person
     # deletes one, so no later question or look-back sees it.
     session_delete(user=done.user, session_id=chat)
@@ -111,7 +113,9 @@ def _ask_one(
         in_prompt=any(evidence & set(noted_memory[m].dia_ids) for m in prompt_ids if m in noted_memory),
         in_memories=any(evidence & set(kept[k].dia_ids) for k in keys if k in kept),
         in_conversations=in_conversations,
-        top_all=baseline,
+        top_all=baseline.top_all,
+        exchanges_alone=baseline.exchanges_alone,
+        summaries_found=summaries,
         noted=False,
         prompt_tokens=prompt_tokens,
         memory_tokens=memory_tokens,
@@ -148,29 +152,6 @@ def _observations_by_memory(done: Ingested) -> dict[int, Observation]:
         for m in memory_list_for_user(user=done.user)
         if m.key in done.observation_of_key
     }
-
-
-def top_over_all_observations(conversation: Conversation, questions: Sequence[Question]) -> list[bool]:
-    """The baseline store that keeps everything: every observation of speaker A, embedded
-    as the app embeds a memory, and each question's top 5 by cosine similarity."""
-    import numpy as np
-
-    observations = conversation.observations_of(conversation.speaker_a)
-    if not observations or not questions:
-        return [False] * len(questions)
-    texts = [memory_text(summary=one_line(o.text), content=o.text) for o in observations]
-    stored = np.array(_embedded(texts))
-    asked = np.array(_embedded([q.text for q in questions]))
-    top = np.argsort(-(asked @ stored.T), axis=1)[:, :TOP]
-    found = [{d for i in row for d in observations[i].dia_ids} for row in top]
-    return [bool(set(q.evidence) & dia_ids) for q, dia_ids in zip(questions, found, strict=True)]
-
-
-def _embedded(texts: list[str]) -> list[list[float]]:
-    vectors: list[list[float]] = []
-    for start in range(0, len(texts), EMBED_BATCH):
-        vectors += [e.vector for e in llm.embed(texts[start : start + EMBED_BATCH])]
-    return vectors
 
 
 def median_ms(asked: Sequence[Asked], step: str) -> float | None:

@@ -49,6 +49,7 @@ COLUMNS: tuple[tuple[str, Callable[[Asked], bool | None]], ...] = (
     ("search_conversations top 5", lambda a: a.in_conversations),
     ("any of the three (target >= 90%)", lambda a: None if a.in_conversations is None else a.reached),
     ("baseline: top 5 of every observation", lambda a: a.top_all),
+    ("baseline: the look-back's top 5 of exchanges alone", lambda a: a.exchanges_alone),
     ("baseline: every observation in the prompt", lambda a: a.noted),
 )
 
@@ -106,17 +107,23 @@ def _look_back_share(run: Run) -> str:
 def question_table(runs: Sequence[Run]) -> list[str]:
     steps = ("prompt", "search_memories", "search_conversations")
     rows = [
-        "| conversation | questions | embedding requests a question: prompt / search_memories / search_conversations "
+        "| conversation | questions | summaries among search_conversations' results, a question "
+        "| embedding requests a question: prompt / search_memories / search_conversations "
         "| ms a question, p50: prompt / search_memories / search_conversations "
         "| search_conversations / search_memories |",
-        "|---|---:|---|---|---:|",
+        "|---|---:|---:|---|---|---:|",
     ]
     for run in runs:
         embeds = " / ".join(_per_question(run.asked, step) for step in steps)
         times = [median_ms(run.asked, step) for step in steps]
         shown = " / ".join("not available" if t is None else f"{t:.1f}" for t in times)
         ratio = "-" if times[2] is None or not times[1] else f"{times[2] / times[1]:.2f}x"
-        rows.append(f"| {run.conversation.name} | {len(run.asked)} | {embeds} | {shown} | {ratio} |")
+        summaries = (
+            "not available"
+            if _look_back_share(run) == "not available"
+            else f"{sum(a.summaries_found for a in run.asked) / max(len(run.asked), 1):.1f}"
+        )
+        rows.append(f"| {run.conversation.name} | {len(run.asked)} | {summaries} | {embeds} | {shown} | {ratio} |")
     return rows
 
 

@@ -173,6 +173,7 @@ def test_a_tiny_conversation_is_stored_through_the_app_and_its_hits_are_counted_
     assert ChatSession.objects.filter(user=done.user).count() == 2
     # Three exchanges and two summaries: a look-back's 5 hold all of them, each a request.
     assert all(a.in_conversations and a.embeddings["search_conversations"] == 1 for a in asked)
+    assert all(a.exchanges_alone and a.summaries_found == 2 for a in asked)
     # Ben's garlic is found in his reply, and said to be the coach's, not the person's.
     assert traps_passed_off(conversation, done, wrong_speaker_traps(conversation), looking) == (1, 1, 0)
 
