@@ -8,8 +8,9 @@ is missing (an embedding call that failed, a task the broker lost) or was embedd
 another model than EMBEDDING_MODEL (it changed) is embedded again, as memories are. An
 embedding failure leaves the exchange unindexed, to be tried again then; it never fails a
 turn. Nothing of a conversation that is not remembered is embedded, nor anything of a
-person while their memory is off. Only vectors are written here; the words stay in their
-encrypted columns. Never inside a transaction while waiting on the model.
+person while their memory is off, nor, ever, an exchange held while it was off. Only
+vectors are written here; the words stay in their encrypted columns. Never inside a
+transaction while waiting on the model.
 """
 
 from __future__ import annotations
@@ -82,14 +83,38 @@ def exchanges_index_everyone() -> int:
     return sum(exchanges_index(user_id=user_id) for user_id in waiting.values_list("pk", flat=True))
 
 
-def _exchanges_waiting(model: str) -> QuerySet[Message]:
-    """The person's answered messages in remembered conversations without an embedding by `model`."""
-    embedded = ConversationEmbedding.objects.filter(
-        kind=Kind.EXCHANGE, message_id=OuterRef("pk"), embedding_model=model
+def exchange_keep_out(*, user_id: int, message_id: int) -> bool:
+    """An exchange of a remembered conversation held while the person's memory was off: it
+    is kept out of every look-back, whenever memory comes back on (a row with no embedding
+    says so, and goes with the exchange). Whether it was the person's."""
+    message = Message.objects.filter(pk=message_id, session__user_id=user_id, role=Message.Role.USER).first()
+    if message is None:
+        return False
+    ConversationEmbedding.objects.bulk_create(
+        [
+            ConversationEmbedding(
+                user_id=user_id,
+                session_id=message.session_id,
+                kind=Kind.EXCHANGE,
+                message_id=message_id,
+                embedding=None,
+                embedding_model="",
+            )
+        ],
+        ignore_conflicts=True,
     )
-    return Message.objects.filter(
-        role=Message.Role.USER, status=Message.Status.ANSWERED, session__remembered=True
-    ).exclude(Exists(embedded))
+    return True
+
+
+def _exchanges_waiting(model: str) -> QuerySet[Message]:
+    """The person's answered messages in remembered conversations without an embedding by
+    `model`, but those kept out of the look-back."""
+    rows = ConversationEmbedding.objects.filter(kind=Kind.EXCHANGE, message_id=OuterRef("pk"))
+    return (
+        Message.objects.filter(role=Message.Role.USER, status=Message.Status.ANSWERED, session__remembered=True)
+        .exclude(Exists(rows.filter(embedding_model=model)))
+        .exclude(Exists(rows.filter(embedding__isnull=True)))
+    )
 
 
 def _summaries_waiting(model: str) -> QuerySet[ChatSession]:

@@ -161,7 +161,8 @@ class ConversationEmbedding(models.Model):
     message = models.ForeignKey(Message, on_delete=models.DB_CASCADE, null=True, blank=True, related_name="+")
     reply = models.ForeignKey(Message, on_delete=models.DB_CASCADE, null=True, blank=True, related_name="+")
     # No fixed dimension, as for memories: only rows of the current model are compared.
-    embedding = VectorField()
+    # None: an exchange kept out of the look-back for good (said while memory was off).
+    embedding = VectorField(null=True, blank=True)
     embedding_model = models.CharField(max_length=100)
     # For a summary: the session's summarised_at it was embedded at (a reopened conversation
     # is summarised again, and its new summary embedded again).

@@ -52,6 +52,7 @@ from coach.claims import (
     turn_begin,
     turn_not_begun,
 )
+from coach.exchange_index import exchange_keep_out
 from coach.look_back import LOOK_BACK_TOOL
 from coach.rendering import render_reply
 from coach.reply_words import ReplyWords, Stopped, StopWatch
@@ -138,6 +139,11 @@ async def _answer(begun: BegunTurn) -> None:
         message_id=message.pk,
         tools_from_above={LOOK_BACK_TOOL.name: LOOK_BACK_TOOL},
     )
+    if not context.remembers and message.session.remembered:
+        # Memory is off for this turn of a remembered conversation: what is said in it is
+        # never found by a look-back, even once memory is back on. Marked before the reply
+        # is saved, so no indexer can take it up in between (memory-off turns only).
+        await recorded(exchange_keep_out, user_id=begun.user.pk, message_id=message.pk)
     await words.begin()
     async with life.beating():
         try:

@@ -21,7 +21,7 @@ class Migration(migrations.Migration):
             fields=[
                 ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
                 ("kind", models.CharField(choices=[("exchange", "Exchange"), ("summary", "Summary")], max_length=16)),
-                ("embedding", pgvector.django.vector.VectorField()),
+                ("embedding", pgvector.django.vector.VectorField(blank=True, null=True)),
                 ("embedding_model", models.CharField(max_length=100)),
                 ("text_at", models.DateTimeField(blank=True, null=True)),
                 ("embedded_at", models.DateTimeField(default=django.utils.timezone.now)),

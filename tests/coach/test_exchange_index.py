@@ -3,8 +3,11 @@ model, in batches; never what is not remembered; gone with the conversation."""
 
 from __future__ import annotations
 
+import io
+
 import pytest
 from django.conf import settings
+from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from accounts.models import User
@@ -171,3 +174,21 @@ def test_an_erased_account_leaves_no_embedding_behind(user: User, other_user: Us
     account_delete(user=user)
 
     assert {row.user_id for row in ConversationEmbedding.objects.all()} == {other_user.pk}
+
+
+def test_the_command_embeds_what_is_left_at_once_and_says_how_many(user: User, model_server: ModelServer) -> None:
+    make_session(user, "I swim on Fridays", "Lovely.")
+    out = io.StringIO()
+
+    call_command("index_conversations", stdout=out)
+
+    assert out.getvalue().strip() == f"1 exchanges and summaries embedded with {settings.EMBEDDING_MODEL}"
+    assert len(embedded(user)) == 1
+
+
+def test_the_command_stops_clearly_when_the_model_fails(user: User, model_server: ModelServer) -> None:
+    make_session(user, "I swim on Fridays", "Lovely.")
+    model_server.queue_embedding_error(503)
+
+    with pytest.raises(CommandError, match="run it again"):
+        call_command("index_conversations")

@@ -203,6 +203,7 @@ def test_the_whole_result_stays_within_its_token_cap(user: User, model_server: M
     assert "…" in result["text"]
 
 
+@pytest.mark.django_db(transaction=True)
 def test_a_look_back_costs_one_embedding_and_at_most_two_queries(
     user: User, other_user: User, model_server: ModelServer, django_assert_max_num_queries
 ) -> None:
@@ -269,3 +270,28 @@ def test_an_exchange_still_being_answered_leaves_its_look_back_cue_to_the_reply_
 
     Message.objects.filter(pk=message.pk).update(status="answered")
     assert link in client.get(f"/chat/{current.pk}/").content.decode()
+
+
+# Committed for real: the database checks the reference when the cue's transaction commits.
+@pytest.mark.django_db(transaction=True)
+def test_a_conversation_deleted_between_the_search_and_its_cue_leaves_no_cue_and_no_failed_turn(
+    user: User, model_server: ModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from coach import look_back as module
+
+    earlier = indexed(user, KNEE)
+    current = make_session(user, "Remember my knee?", "Yes.")
+    context = context_for(user, session=current, message=current.messages.get(role="user"))
+    search = module.conversations_search
+
+    def search_then_delete(**arguments: object) -> list:
+        found = search(**arguments)
+        ChatSession.objects.filter(pk=earlier.pk).delete()
+        return found
+
+    monkeypatch.setattr(module, "conversations_search", search_then_delete)
+
+    result = look_back(context, query="knee clicks on stairs")
+
+    assert result["status"] == "found"
+    assert not LookBack.objects.exists()

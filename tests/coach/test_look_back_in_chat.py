@@ -10,8 +10,9 @@ from datetime import UTC, datetime
 import pytest
 from django.test import Client
 
+from accounts.memory_setting import user_memory_set
 from accounts.models import User
-from coach.look_back import exchanges_index
+from coach.look_back import conversations_search, exchanges_index
 from coach.models import ChatSession, ConversationEmbedding, Message
 from coach.services import session_start
 from offline_coach import ModelServer
@@ -136,3 +137,18 @@ def test_the_offline_coach_looks_back_when_asked_and_answers_from_what_it_finds(
     words = "".join(data["text"] for name, data in received if name == "text")
     assert f'On 3 May you told me: "{KNEE[0]}"' in words
     assert [data["action"] for name, data in received if name == "memory"] == ["looked_back"]
+
+
+def test_what_was_said_while_memory_was_off_is_never_found_once_it_is_back_on(
+    live_app: str, person: Client, user: User, model_server: ModelServer, celery_eager: None
+) -> None:
+    session = session_start(user=user)
+    user_memory_set(user=user, enabled=False)
+    model_server.queue_text("I hear you.")
+    message = ask(session, "Between us: my knee clicks on the stairs")
+    stream(live_app, person, message)
+    user_memory_set(user=user, enabled=True)
+
+    assert exchanges_index(user_id=user.pk) == 0
+    assert model_server.embedding_requests() == []
+    assert conversations_search(user=user, query="knee clicks stairs", limit=5, current_session_id=None) == []
