@@ -44,6 +44,7 @@ from bench.long_conversations.table import (  # noqa: E402
     TARGET_REACHED,
     Run,
     cost_table,
+    misses,
     question_table,
     reached_table,
     trap_table,
@@ -104,6 +105,9 @@ def print_tables(runs: list[Run], available: bool, why_not: str) -> None:
     print("\n".join(question_table(runs)))
     print("\nCategory 5 (adversarial): a turn of speaker B's passed off as the person's")
     print("\n".join(trap_table(runs, available)))
+    if available:
+        print("\nWhat the coach still misses (evidence in neither the prompt nor either search)")
+        print("\n".join(misses(runs)))
 
 
 if __name__ == "__main__":

@@ -143,3 +143,24 @@ def trap_table(runs: Sequence[Run], available: bool) -> list[str]:
         shown = (f"{returned}", f"{passed_off}") if available else ("not available", "not available")
         rows.append(f"| {run.conversation.name} | {questions} | {shown[0]} | {shown[1]} |")
     return rows
+
+
+def misses(runs: Sequence[Run], most: int = 3) -> list[str]:
+    """A few questions whose evidence reached the coach by none of the three, one per
+    category while they last: the evidence turn as said, and whether its fact was noted."""
+    lines: list[str] = []
+    seen: set[int] = set()
+    for run in runs:
+        turns = run.conversation.turns()
+        for asked in run.asked:
+            q = asked.question
+            if asked.reached or asked.in_conversations is None or q.category in seen:
+                continue
+            seen.add(q.category)
+            said = "; ".join(f"{turns[d].speaker} ({d}): {turns[d].text[:160]}" for d in q.evidence)
+            noted = "noted as an observation" if asked.noted else "never noted as an observation"
+            lines.append(f"- {run.conversation.name}, category {q.category}: {q.text!r} (answer {q.answer!r}); {noted}")
+            lines.append(f"  evidence: {said}")
+            if len(seen) >= most:
+                return lines
+    return lines

@@ -15,6 +15,7 @@ from accounts.models import User
 from bench.long_conversations.dataset import (
     ANSWERABLE,
     DatasetError,
+    Question,
     load_conversation,
     load_conversations,
     questions_about,
@@ -22,7 +23,8 @@ from bench.long_conversations.dataset import (
 )
 from bench.long_conversations.ingest import exchanges_of, ingest
 from bench.long_conversations.look_back import OTHER, PERSON, FoundExchange, LookBack, look_back
-from bench.long_conversations.questions import Probe, ask, traps_passed_off
+from bench.long_conversations.questions import Asked, Probe, ask, traps_passed_off
+from bench.long_conversations.table import Run, misses
 from coach.models import ChatSession, Message
 from offline_coach import ModelServer
 
@@ -215,3 +217,40 @@ def test_a_look_back_that_passes_the_other_speakers_words_off_as_the_persons_is_
     stub = LookBack(index=None, search=found)
 
     assert traps_passed_off(conversation, done, wrong_speaker_traps(conversation), stub) == (1, 1, 1)
+
+
+def test_the_misses_printed_are_questions_nothing_reached_one_per_category(tmp_path: Path) -> None:
+    conversation = load_conversation(_written(tmp_path))
+    marathon, bees, _ = questions_about(conversation, "Ada", ANSWERABLE)
+
+    def asked(question: Question, *, reached: bool) -> Asked:
+        return Asked(
+            question=question,
+            in_prompt=reached,
+            in_memories=False,
+            in_conversations=False,
+            top_all=False,
+            noted=True,
+            exchanges_alone=None,
+            summaries_found=0,
+            prompt_tokens=0,
+            memory_tokens=0,
+        )
+
+    # Only the conversation and the answers are read: the rest of the run is left empty.
+    run = Run(
+        conversation=conversation,
+        done=None,  # type: ignore[arg-type]
+        asked=[asked(marathon, reached=False), asked(bees, reached=True)],
+        ingest_embeddings=0,
+        look_back_embeddings=0,
+        traps=(0, 0, 0),
+        observations_tokens=0,
+        whole_tokens=0,
+        kept=0,
+    )
+
+    assert misses([run]) == [
+        "- 7, category 4: 'Which marathon is Ada running?' (answer 'Lisbon'); noted as an observation",
+        "  evidence: Ada (D1:2): I signed up for the Lisbon marathon in October.",
+    ]
