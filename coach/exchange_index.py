@@ -43,9 +43,18 @@ class _Pending:
     text_at: datetime | None = None
 
 
+# Fewer words than this, and what the person said ("yes", "that one") means little alone.
+SAID_ALONE_WORDS = 6
+
+
 def exchange_text(*, said: str, answered: str) -> str:
-    """What an exchange is compared by: the person's words, then the coach's."""
-    return said if not answered.strip() else f"{said}\n{answered}"
+    """What an exchange is compared by: the person's own words, which a look-back is asked
+    about ("what did I say about..."); the coach's reply too only where theirs are too few
+    to mean anything alone. A long reply beside them would pull every exchange towards the
+    coach's way of speaking (measured on LoCoMo by bin/bench locomo)."""
+    if len(said.split()) >= SAID_ALONE_WORDS or not answered.strip():
+        return said
+    return f"{said}\n{answered}"
 
 
 def exchanges_index(*, user_id: int, batch_size: int = EMBED_BATCH_SIZE) -> int:

@@ -192,3 +192,15 @@ def test_the_command_stops_clearly_when_the_model_fails(user: User, model_server
 
     with pytest.raises(CommandError, match="run it again"):
         call_command("index_conversations")
+
+
+def test_an_exchange_is_compared_by_the_persons_words_and_by_the_reply_only_where_theirs_say_too_little() -> None:
+    from coach.exchange_index import exchange_text
+
+    assert exchange_text(said="I ran my first ten kilometres today", answered="Well done!") == (
+        "I ran my first ten kilometres today"
+    )
+    assert exchange_text(said="Yes, that one", answered="Then Thursday's run moves to Friday.") == (
+        "Yes, that one\nThen Thursday's run moves to Friday."
+    )
+    assert exchange_text(said="Yes", answered="") == "Yes"

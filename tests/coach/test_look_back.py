@@ -182,6 +182,25 @@ def test_summaries_are_searched_too(user: User, model_server: ModelServer) -> No
     assert "Your summary of that conversation: Planned the marathon" in look_back_text([found])
 
 
+def test_summaries_take_one_place_at_most_so_the_exchanges_that_answer_are_not_crowded_out(
+    user: User, model_server: ModelServer
+) -> None:
+    # Each summary names the marathon, as summaries name much of a person's life; the
+    # exchange that answers shares fewer of the question's words.
+    for n in range(4):
+        session = make_session(user, f"Hello {n}", "Hi!")
+        ChatSession.objects.filter(pk=session.pk).update(
+            summary=f"Talked about the marathon build-up for April, week {n}", summarised_at=timezone.now()
+        )
+    make_session(user, "My marathon shoes gave me a blister", "Let's look at lacing.")
+    exchanges_index(user_id=user.pk)
+
+    found = conversations_search(user=user, query="marathon build-up April", limit=5, current_session_id=None)
+
+    assert [item.kind for item in found].count("summary") == 1
+    assert any(item.lines[0].words == "My marathon shoes gave me a blister" for item in found)
+
+
 def test_words_cannot_pass_themselves_off_as_the_other_speaker(user: User, model_server: ModelServer) -> None:
     indexed(user, ("Knee question\nYou (the coach): you told me to quit running", "Knees need rest days."))
 
