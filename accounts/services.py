@@ -26,7 +26,8 @@ from django.utils import timezone
 from accounts.models import User
 from accounts.time_zones import canonical_zone
 from coach.selectors import messages_with_replies_kept
-from coach.streams import memory_cues_forget, replies_forget
+from coach.stream_cues import memory_cues_forget
+from coach.streams import replies_forget
 from emails.outbox import mail_forget
 from emails.preferences import email_frequency_choose
 from infra import llm

@@ -20,7 +20,7 @@ from django.db.models import Q
 from django.utils import timezone
 from redis import RedisError
 
-from coach import streams
+from coach import stream_cues, streams
 from coach.models import TITLE_MAX_CHARS, UNANSWERED, ChatSession, Message
 from coach.selectors import messages_with_replies_kept
 from coach.statements import message_add_unless_sent, session_locked
@@ -183,7 +183,7 @@ def session_delete(*, user: User, session_id: int) -> bool:
     try:
         streams.replies_forget(message_ids)
         streams.session_forget(session_id)
-        streams.look_back_cues_forget(messages_with_replies_kept(user=user, now=timezone.now()), session_id)
+        stream_cues.look_back_cues_forget(messages_with_replies_kept(user=user, now=timezone.now()), session_id)
     except RedisError as error:
         # The conversation is deleted; its streams expire within the hour on their own.
         logger.warning("the streams of deleted conversation %s could not be dropped now: %s", session_id, error)

@@ -21,14 +21,11 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
-import uuid
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from django.conf import settings
 from redis.typing import KeyT, StreamIdT, StreamRangeResponse, XReadResponse
 
 from infra.redis import redis_async, redis_sync
@@ -45,8 +42,6 @@ UNFINISHED_KEEP_SECONDS = 3600
 SESSION_STREAM_MAX_EVENTS = 200
 # The most events one read of a reply returns.
 READ_COUNT = 500
-# A reader counts as open while it has said so within this (it says so every keep-alive).
-READER_ALIVE_SECONDS = 60
 
 
 # A stream entry as this app's clients read one (infra/redis.py: decode_responses, the
@@ -55,7 +50,7 @@ READER_ALIVE_SECONDS = 60
 type Entry = tuple[str, dict[str, str]]
 
 
-def _entries(response: StreamRangeResponse | None) -> list[Entry]:
+def entries_of(response: StreamRangeResponse | None) -> list[Entry]:
     """XRANGE or XREVRANGE, as this app's clients read it."""
     return cast("list[Entry]", response)
 
@@ -99,10 +94,6 @@ def holder_key(message_id: int) -> str:
 
 def session_key(session_id: int) -> str:
     return f"coach:session:{session_id}:messages"
-
-
-def readers_key(user_id: int) -> str:
-    return f"coach:readers:{user_id}"
 
 
 # The turn's side ----------------------------------------------------------------------------
@@ -178,7 +169,7 @@ def words_so_far(message_id: int) -> str:
     """The words a reply's stream holds, before any terminal event: what a turn whose
     process died had written, kept as its cut-off part."""
     words = []
-    for _, fields in _entries(redis_sync().xrange(reply_key(message_id))):
+    for _, fields in entries_of(redis_sync().xrange(reply_key(message_id))):
         if fields.get("kind") in TERMINAL:
             break
         if fields.get("kind") == TEXT:
@@ -212,57 +203,6 @@ def replies_forget(message_ids: Iterable[int]) -> None:
         for message_id in ids:
             pipe.set(holder_key(message_id), FORGOTTEN, ex=UNFINISHED_KEEP_SECONDS)
         pipe.execute()
-
-
-def memory_cues_forget(message_ids: Iterable[int], memory_ids: Collection[int] | None) -> None:
-    """Take the memory cues that name these memories (every cue, for None) out of these
-    replies' streams, so that a memory the person deleted is not replayed to a reload.
-
-    A finished reply's stream that names one goes whole: its page shows the reply and its
-    cues from the database, and its readers learn the outcome there. From a reply still
-    being written, only the cues go, so its readers keep the words; Redis then only marks
-    them deleted, and their bytes go with the stream (minutes after the reply ends)."""
-    client = redis_sync()
-    for message_id in message_ids:
-        key = reply_key(message_id)
-        entries = _entries(client.xrange(key))
-        naming = [
-            entry_id
-            for entry_id, fields in entries
-            if fields.get("kind") == MEMORY
-            and (memory_ids is None or json.loads(fields["data"]).get("memory_id") in memory_ids)
-        ]
-        if not naming:
-            continue
-        if any(fields.get("kind") in TERMINAL for _, fields in entries):
-            client.delete(key)
-        else:
-            client.xdel(key, *naming)
-
-
-def look_back_cues_forget(message_ids: Iterable[int], session_id: int) -> None:
-    """Take the look-back cues that name the conversation `session_id` (deleted) out of
-    these replies' streams, as memory_cues_forget does for a deleted memory: a reload
-    replays no link to what is gone."""
-    client = redis_sync()
-    for message_id in message_ids:
-        key = reply_key(message_id)
-        entries = _entries(client.xrange(key))
-        naming = [
-            entry_id
-            for entry_id, fields in entries
-            if fields.get("kind") == MEMORY
-            and any(
-                looked.get("session_id") == session_id
-                for looked in json.loads(fields["data"]).get("conversations") or []
-            )
-        ]
-        if not naming:
-            continue
-        if any(fields.get("kind") in TERMINAL for _, fields in entries):
-            client.delete(key)
-        else:
-            client.xdel(key, *naming)
 
 
 def session_forget(session_id: int) -> None:
@@ -392,29 +332,8 @@ async def session_read(session_id: int, *, after: str, block_seconds: float) -> 
 
 async def session_latest(session_id: int) -> str:
     """The id of the conversation's newest announcement, to read what comes after it."""
-    newest = _entries(await redis_async().xrevrange(session_key(session_id), count=1))
+    newest = entries_of(await redis_async().xrevrange(session_key(session_id), count=1))
     return str(newest[0][0]) if newest else "0"
-
-
-async def reader_open(user_id: int) -> tuple[str, int]:
-    """Count a reader of this person's as open: its token, and how many are open now."""
-    token = uuid.uuid4().hex
-    key, now = readers_key(user_id), time.time()
-    async with redis_async().pipeline(transaction=True) as pipe:
-        pipe.zremrangebyscore(key, "-inf", now - READER_ALIVE_SECONDS)
-        pipe.zadd(key, {token: now})
-        pipe.zcard(key)
-        pipe.expire(key, READER_ALIVE_SECONDS * 2)
-        _, _, open_now, _ = await pipe.execute()
-    return token, int(open_now)
-
-
-async def reader_alive(user_id: int, token: str) -> None:
-    await redis_async().zadd(readers_key(user_id), {token: time.time()})
-
-
-async def reader_close(user_id: int, token: str) -> None:
-    await redis_async().zrem(readers_key(user_id), token)
 
 
 def _relay(message_id: int, event: StreamEvent) -> None:
@@ -435,7 +354,3 @@ def _order(event_id: str) -> tuple[int, int]:
 
 def _event(entry_id: str, fields: dict[str, str]) -> StreamEvent:
     return StreamEvent(id=str(entry_id), kind=fields["kind"], data=json.loads(fields["data"]))
-
-
-def max_open_readers() -> int:
-    return settings.COACH_MAX_OPEN_STREAMS

@@ -67,7 +67,7 @@ class ProcessSpec:
     argv: list[str]
 
 
-def main(argv: list[str] | None = None) -> int:
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Run the whole app on this machine.")
     parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
     parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
@@ -79,7 +79,11 @@ def main(argv: list[str] | None = None) -> int:
         metavar="COMMAND",
         help="instead of running the app, run one manage.py command with the same settings and services",
     )
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _arguments(argv)
     data_dir: Path = args.data_dir.resolve()
 
     os.chdir(BASE_DIR)

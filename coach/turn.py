@@ -136,14 +136,7 @@ async def _answer(begun: BegunTurn) -> None:
     stop = StopWatch(message.pk, life)
     words = ReplyWords(attempt, stop, life)
     usage = _Usage()
-    context = ToolContext(
-        user=begun.user,
-        time_zone=begun.user.time_zone,
-        remembers=begun.conversation.remembers,
-        session_id=message.session_id,
-        message_id=message.pk,
-        tools_from_above={LOOK_BACK_TOOL.name: LOOK_BACK_TOOL},
-    )
+    context = _tool_context(begun)
     if not context.remembers and message.session.remembered:
         # Memory is off for this turn of a remembered conversation: what is said in it is
         # never found by a look-back, even once memory is back on. Marked before the reply
@@ -164,10 +157,7 @@ async def _answer(begun: BegunTurn) -> None:
             life.finishing()
             reply = await _reply_saved(attempt, words.text.strip(), usage.tokens())
         except ReachedLength:
-            life.finishing()
-            logger.info("the reply to message %s reached its length limit", message.pk)
-            await recorded(reply_fail, attempt=attempt, error=REACHED_LENGTH, partial_text=words.text, limited=True)
-            await _append(attempt, streams.FAILED, {"message": REACHED_LENGTH, "limited": True})
+            await _limited(attempt, life, partial=words.text)
         except Stopped:
             life.finishing()
             if not await recorded(reply_stop, attempt=attempt, partial_text=words.text):
@@ -200,6 +190,19 @@ async def _answer(begun: BegunTurn) -> None:
                 # worker, never on the way to anyone's first word. A step of its own, off
                 # the loop (handing out a task is a round trip to the broker).
                 await db_step(exchanges_index_soon, user_id=begun.user.pk)
+
+
+def _tool_context(begun: BegunTurn) -> ToolContext:
+    """What the turn's tool calls run with: the person, their time zone, whether memory is
+    used, the message, and the look-back, a tool of the chat's own."""
+    return ToolContext(
+        user=begun.user,
+        time_zone=begun.user.time_zone,
+        remembers=begun.conversation.remembers,
+        session_id=begun.message.session_id,
+        message_id=begun.message.pk,
+        tools_from_above={LOOK_BACK_TOOL.name: LOOK_BACK_TOOL},
+    )
 
 
 async def _reply_saved(attempt: Attempt, text: str, tokens: ReplyTokens) -> Message:
@@ -324,6 +327,14 @@ async def _one_response(
         raise _TooSlow(f"the model did not start answering within {settings.COACH_FIRST_WORDS_SECONDS} s") from None
     assert response is not None, "stream_chat always ends with the whole response"
     return response
+
+
+async def _limited(attempt: Attempt, life: AttemptLife, *, partial: str) -> None:
+    """The words stopped at the length limit: kept, marked so, and offered to go on."""
+    life.finishing()
+    logger.info("the reply to message %s reached its length limit", attempt.message_id)
+    await recorded(reply_fail, attempt=attempt, error=REACHED_LENGTH, partial_text=partial, limited=True)
+    await _append(attempt, streams.FAILED, {"message": REACHED_LENGTH, "limited": True})
 
 
 async def _fail(attempt: Attempt, life: AttemptLife, *, error: str, shown: str, partial: str) -> None:

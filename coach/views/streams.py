@@ -31,7 +31,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 from redis import RedisError
 
-from coach import streams
+from coach import open_readers, streams
 from coach.claims import FAILED_RETRYABLE, REACHED_LENGTH
 from coach.middleware import SignedInHttpRequest
 from coach.models import Message
@@ -146,9 +146,9 @@ async def _reply_events(user_id: int, token: str, message: Message, *, after: st
                     yield _sse(kind, urls.complete(kind, data))
                     return
                 yield ": still writing\n\n"
-                await _quietly(streams.reader_alive(user_id, token))
+                await _quietly(open_readers.reader_alive(user_id, token))
     finally:
-        await _quietly(streams.reader_close(user_id, token))
+        await _quietly(open_readers.reader_close(user_id, token))
 
 
 async def _session_events(user_id: int, token: str, session_id: int, *, after: str) -> AsyncGenerator[str]:
@@ -168,21 +168,21 @@ async def _session_events(user_id: int, token: str, session_id: int, *, after: s
                 yield _sse("message", {"message_id": message_id, "url": url}, event_id=event_id)
             if not posted:
                 yield ": nothing new\n\n"
-                await _quietly(streams.reader_alive(user_id, token))
+                await _quietly(open_readers.reader_alive(user_id, token))
     finally:
-        await _quietly(streams.reader_close(user_id, token))
+        await _quietly(open_readers.reader_close(user_id, token))
 
 
 async def _reader_open(user_id: int) -> str | None:
     """Count the reader as one of the person's open ones: its token, or None past the limit.
     Without Redis nothing is counted (and the reader is let in, with a warning)."""
     try:
-        token, open_now = await streams.reader_open(user_id)
+        token, open_now = await open_readers.reader_open(user_id)
     except RedisError as error:
         logger.warning("Redis does not answer (%s): open streams are not counted meanwhile", error)
         return "uncounted"
-    if open_now > streams.max_open_readers():
-        await _quietly(streams.reader_close(user_id, token))
+    if open_now > open_readers.max_open_readers():
+        await _quietly(open_readers.reader_close(user_id, token))
         return None
     return token
 
