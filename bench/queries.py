@@ -26,7 +26,8 @@ class QueryCounter:
 
         def execute(cursor: db_utils.CursorWrapper, sql: str, params: object = None) -> object:
             with self._lock:
-                if sql.startswith("UPDATE") and HEARTBEAT in sql:
+                # Composed statements (psycopg.sql) pass through uncounted as heartbeats.
+                if isinstance(sql, str) and sql.startswith("UPDATE") and HEARTBEAT in sql:
                     self.heartbeats += 1
                 else:
                     self.count += 1

@@ -62,7 +62,7 @@ def test_an_email_goes_out_as_text_and_html_with_a_one_click_unsubscribe(
     assert email_send(email_id=email.pk) == SendOutcome.SENT
 
     [message] = smtp_sink.wait_for_messages(1)
-    link = f"http://localhost:8000/emails/unsubscribe/{unsubscribe_token(user.pk)}/"
+    link = f"http://127.0.0.1:8000/emails/unsubscribe/{unsubscribe_token(user.pk)}/"
     assert message["To"] == "ada@example.com"
     assert message["Subject"] == "Your marathon plan"
     assert message["List-Unsubscribe"] == f"<{link}>"
@@ -470,8 +470,8 @@ def test_an_email_names_its_reader_and_says_why_it_came_how_often_and_how_to_sto
     [raw] = smtp_sink.raw
     [message] = smtp_sink.messages
     why = "You get this because you asked your coach to write to you about twice a week between sessions."
-    link = f"http://localhost:8000/emails/unsubscribe/{unsubscribe_token(user.pk)}/"
+    link = f"http://127.0.0.1:8000/emails/unsubscribe/{unsubscribe_token(user.pk)}/"
     assert raw_header_lines(raw, b"To") == [b"To: Ada Lovelace <ada@example.com>"]
     for part in (text_of(message), html_of(message)):
-        assert why in part and link in part and "http://localhost:8000/account/#email-preferences" in part
-    assert ">Coach</a>" in html_of(message) and "Coach · http://localhost:8000" in text_of(message)
+        assert why in part and link in part and "http://127.0.0.1:8000/account/#email-preferences" in part
+    assert ">Coach</a>" in html_of(message) and "Coach · http://127.0.0.1:8000" in text_of(message)
