@@ -228,6 +228,23 @@ def complete(messages: list[dict[str, Any]]) -> str:
     return content.strip()
 
 
+def prompt_tokens_counted(messages: list[dict[str, Any]]) -> int | None:
+    """The prompt tokens a server says it read for `messages`, asked unstreamed with a reply
+    of one token: for a server that sends no usage in its streams (check_model asks whether
+    the system prompt reached the model). None when it says nothing."""
+    _off_the_database()
+    try:
+        answer = sent_with_fallbacks(
+            {"model": settings.COACH_MODEL, "messages": messages, "max_tokens": 1},
+            lambda body: _client().post("/chat/completions", body=body, cast_to=object),
+        )
+    except openai.OpenAIError as error:
+        raise as_llm_error(error) from error
+    usage = answer.get("usage") if isinstance(answer, dict) else None
+    prompt = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    return prompt if isinstance(prompt, int) else None
+
+
 def embed(texts: list[str]) -> list[Embedding]:
     """One embedding per text, in order, from EMBEDDING_MODEL."""
     if not texts:

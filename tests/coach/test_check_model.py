@@ -133,7 +133,10 @@ def test_llama_cpp_pythons_server_is_said_to_call_tools_only_when_forced_and_its
         "note  each call once: the server streams each tool-call piece twice, in tool_calls and again as "
         "the legacy function_call; the app ignores the copy, so each call is applied once"
     ) in printed
-    assert "note  system prompt: not known: the server reports no prompt tokens" in printed
+    # Its streams carry no usage: the prompt's tokens are asked for once more, unstreamed.
+    assert "ok    system prompt: " in printed and "(asked unstreamed: its streams carry no usage)" in printed
+    asked = model_server.chat_requests()[3]
+    assert not asked.get("stream") and asked["max_tokens"] == 1 and asked["messages"][0]["role"] == "system"
     assert "Token usage: estimated by the app" in printed
 
 

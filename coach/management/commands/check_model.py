@@ -104,18 +104,21 @@ async def _all_checks() -> list[Finding]:
     # What the two tool checks got back, for the check that no call came twice.
     with_tools: list[llm.ModelResponse] = []
     streamed: list[llm.ModelResponse] = []
-    findings = [
-        await _timed(partial(_streaming, streamed), "chat streaming", deadline),
-        _system_prompt_read(streamed),
+    streaming = await _timed(partial(_streaming, streamed), "chat streaming", deadline)
+    tools = [
         await _timed(partial(_forced_tool_call, with_tools), "tool calling", deadline),
         # Essential when refused, or when nothing is called: a turn offers its tools exactly
         # so (tool_choice "auto"), and some servers take a named call but refuse that (vLLM
         # without auto tool choice) or never call a tool unless named (llama-cpp-python).
         await _timed(partial(_tools_left_to_choose, with_tools), "tools left to choose", deadline),
     ]
+    # After the tool checks, so a server's answers come in the order the checks ask them.
+    system = await _timed(partial(_system_prompt_read, streamed), "system prompt", deadline)
     doubled = _each_call_once(with_tools)
     return [
-        *findings,
+        streaming,
+        system,
+        *tools,
         *([doubled] if doubled else []),
         await _timed(partial(_prompt_cache, streamed), "prompt cache", deadline),
         await _timed(_embeddings, "embeddings", deadline),
@@ -165,22 +168,29 @@ async def _streaming(seen: list[llm.ModelResponse]) -> Finding:
     return Finding("chat streaming", True, detail, usage_counted=response.usage is not None)
 
 
-def _system_prompt_read(streamed: list[llm.ModelResponse]) -> Finding:
+async def _system_prompt_read(streamed: list[llm.ModelResponse]) -> Finding:
     """Whether the prompt tokens the server reports say the system prompt reached the model:
-    some chat templates have no system role and drop it, memory block and all, silently."""
+    some chat templates have no system role and drop it, memory block and all, silently.
+    A server that sends no usage in a stream is asked once more, unstreamed."""
     what = "system prompt"
     sent = estimate_tokens(LONG_SYSTEM) + estimate_tokens(HELLO)
     usage = streamed[0].usage if streamed else None
-    if usage is None:
+    counted = usage.prompt_tokens if usage is not None else None
+    how = ""
+    if counted is None:
+        messages = [{"role": "system", "content": LONG_SYSTEM}, {"role": "user", "content": HELLO}]
+        counted = await asyncio.to_thread(llm.prompt_tokens_counted, messages)
+        how = " (asked unstreamed: its streams carry no usage)"
+    if counted is None:
         return Finding(what, False, "not known: the server reports no prompt tokens", essential=False)
-    if usage.prompt_tokens < SYSTEM_READ_SHARE * sent:
+    if counted < SYSTEM_READ_SHARE * sent:
         return Finding(
             what,
             False,
-            f"the server counted {usage.prompt_tokens:,} prompt tokens for a prompt of about {sent:,}: it ignores "
+            f"the server counted {counted:,} prompt tokens for a prompt of about {sent:,}{how}: it ignores "
             "the system message, so the coach would not see its memory",
         )
-    return Finding(what, True, f"{usage.prompt_tokens:,} prompt tokens counted for a prompt of about {sent:,}")
+    return Finding(what, True, f"{counted:,} prompt tokens counted for a prompt of about {sent:,}{how}")
 
 
 async def _prompt_cache(streamed: list[llm.ModelResponse]) -> Finding:
