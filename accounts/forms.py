@@ -85,12 +85,19 @@ class MemoryForm(forms.Form):
     )
 
     def __init__(
-        self, *args: Any, current_due_at: datetime | None = None, time_zone: str = "UTC", **kwargs: Any
+        self,
+        *args: Any,
+        current_due_at: datetime | None = None,
+        current_due_month_only: bool = False,
+        time_zone: str = "UTC",
+        **kwargs: Any,
     ) -> None:
         kwargs.setdefault("auto_id", "add-%s")
         kwargs.setdefault("label_suffix", "")
         super().__init__(*args, **kwargs)
         self.current_due_at = current_due_at
+        # A month with no day stays one while its date is left as it is.
+        self.current_due_month_only = current_due_month_only
         # The date is the person's: its morning on their own clock.
         self.zone = ZoneInfo(time_zone)
         # Built here, not on the class, so the limit follows the setting at request time.
@@ -124,6 +131,7 @@ class MemoryForm(forms.Form):
             content=data["content"],
             due_at=due_at,
             status=data.get("status") or "",
+            due_month_only=self.current_due_month_only and due_at is not None and due_at == self.current_due_at,
         )
 
     def _due_at(self, day: Any) -> datetime:

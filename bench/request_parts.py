@@ -8,10 +8,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from coach.prompting import NOTE_CALL_PREFIX
 from offline_coach.wire import TOKEN
-
-# How a note of what changed in memory is told apart from the rest of the history.
-NOTE_CALL_PREFIX = "memory-note"
 
 
 def count(text: str) -> int:

@@ -289,11 +289,9 @@ def _cue_record(context: ToolContext, looked_at: LookedAt) -> None:
 LOOK_BACK_TOOL = ToolFromAbove(
     name=NAME,
     description=(
-        "Look back through the person's own past conversations with you for what they said, and what you "
-        "said, nearest in meaning to a query. Use it when they refer to something earlier that your memory "
-        "lacks ('like I said last month', 'do you remember when...'); not otherwise. It never returns this "
-        "conversation, which you have already. Each result has its conversation's date and title, and each "
-        "line says who said it."
+        "Look back through the person's past conversations with you (never this one) for what was said. "
+        "Only when they refer to something earlier that your memory lacks. Each result is dated; each line "
+        "says who said it."
     ),
     parameters=strict_object(
         {

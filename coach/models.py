@@ -44,6 +44,9 @@ class ChatSession(models.Model):
     prompt_day = models.DateField(null=True, blank=True)
     prompt_event_id = models.BigIntegerField(null=True, blank=True)
     prompt_memory_tokens = models.PositiveIntegerField(default=0)
+    # How many memories its block counts as learned in conversation (the relationship
+    # stage): the notes after it count on from there.
+    prompt_learned = models.PositiveIntegerField(default=0, db_default=0)
     prompt_remembers = models.BooleanField(default=False)
     prompt_due_next_at = models.DateTimeField(null=True, blank=True)
     prompt_version = models.CharField(max_length=64, blank=True, default="")

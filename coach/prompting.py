@@ -27,8 +27,8 @@ from django.conf import settings
 from coach.conversation import Conversation, history_in_steps, session_remembers, system_prompt
 from coach.models import ChatSession, Message
 from infra.prompts import prompt
-from memory.context import MemoryContext
-from memory.notes import Note, due_note, kept_block_budget, notes_of
+from memory.context import MemoryContext, relationship_stage
+from memory.notes import NOTES_CALL, Note, due_note, kept_block_budget, notes_of
 from memory.selectors import (
     intentions_due_between,
     memory_events_after,
@@ -49,6 +49,8 @@ NEW_DAY = "a new day"
 LONG_GAP = "a long gap"
 NOTES_PAST_BUDGET = "the notes passed the budget"
 NONCE_IN_A_NOTE = "a note held the nonce"
+# How the app's own rounds that carry notes are named, so every later request names them alike.
+NOTE_CALL_PREFIX = "memory-note"
 # Why a kept prompt is dropped before the next turn, which then assembles one for it.
 PERSON_FORGOT = "the person deleted what it quoted"
 # What a conversation keeps of its assembled prompt, beside the prompt itself.
@@ -59,6 +61,7 @@ KEPT_PROMPT_FIELDS = (
     "prompt_day",
     "prompt_event_id",
     "prompt_memory_tokens",
+    "prompt_learned",
     "prompt_remembers",
     "prompt_due_next_at",
     "prompt_version",
@@ -91,7 +94,7 @@ def conversation_for_turn(*, user: User, message: Message, now: datetime, earlie
     return Conversation(
         messages=[
             {"role": "system", "content": session.prompt},
-            *_with_notes(history.messages, notes),
+            *_with_notes(history.messages, notes, nonce=session.prompt_nonce),
             {"role": "user", "content": message.content},
         ],
         memory=memory,
@@ -119,7 +122,7 @@ def prompt_version() -> str:
 
 def _notes_since_kept(user: User, session: ChatSession, now: datetime) -> tuple[list[Note], str | None]:
     events = memory_events_after(user=user, event_id=session.prompt_event_id or 0)
-    notes, correction = notes_of(events, time_zone=user.time_zone)
+    notes, correction = notes_of(events, time_zone=user.time_zone, learned=session.prompt_learned)
     if correction:
         return [], correction
     lead = timedelta(days=settings.MEMORY_PROSPECTIVE_LEAD_DAYS)
@@ -168,6 +171,7 @@ def _assembled(user: User, session: ChatSession, *, now: datetime, remembers: bo
     session.prompt_day = now.astimezone(ZoneInfo(user.time_zone)).date()
     session.prompt_event_id = event_id
     session.prompt_memory_tokens = memory.tokens
+    session.prompt_learned = memory.learned
     session.prompt_remembers = remembers
     session.prompt_due_next_at = next_intention_due_after(user=user, moment=now, lead=lead) if remembers else None
     session.prompt_version = prompt_version()
@@ -178,14 +182,39 @@ def _assembled(user: User, session: ChatSession, *, now: datetime, remembers: bo
     return memory
 
 
-def _with_notes(history: Sequence[Message], notes: Sequence[Note]) -> list[dict[str, Any]]:
-    """The history with each note after what came before it: at the same place in every
-    later request, so each request still begins with the one before."""
+def _with_notes(history: Sequence[Message], notes: Sequence[Note], *, nonce: str) -> list[dict[str, Any]]:
+    """The history with the notes after what came before them: at the same place in every
+    later request, so each request still begins with the one before. The notes between two
+    messages go together, as the result of the app's own `memory_notes` call: data, in the
+    conversation's markers, in a role that gives no instructions."""
     sent: list[dict[str, Any]] = []
     waiting = list(notes)
     for past in history:
-        while waiting and waiting[0].at < past.created_at:
-            sent.append({"role": "system", "content": waiting.pop(0).text})
+        due = [note for note in waiting if note.at < past.created_at]
+        if due:
+            sent += _notes_round(due, nonce)
+            waiting = waiting[len(due) :]
         sent.append({"role": past.role, "content": past.content})
-    sent += [{"role": "system", "content": note.text} for note in waiting]
+    if waiting:
+        sent += _notes_round(waiting, nonce)
     return sent
+
+
+def _notes_round(notes: Sequence[Note], nonce: str) -> list[dict[str, Any]]:
+    # Named by when its first change happened: the same in every later request.
+    call_id = f"{NOTE_CALL_PREFIX}-{int(notes[0].at.timestamp() * 1_000_000)}"
+    lines = [note.text for note in notes]
+    learned = [note.learned for note in notes if note.learned is not None]
+    if learned:
+        lines.append(stage_now(learned[-1]))
+    body = "\n".join([f"<<MEMORY NOTES {nonce}>>", *lines, f"<<END MEMORY NOTES {nonce}>>"])
+    call = {"id": call_id, "type": "function", "function": {"name": NOTES_CALL, "arguments": "{}"}}
+    return [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call_id, "content": body},
+    ]
+
+
+def stage_now(learned: int) -> str:
+    """The relationship stage, counted again at a note that changed it."""
+    return f"Relationship stage now: {relationship_stage(learned)} ({learned} memories learned in conversation)."

@@ -79,8 +79,9 @@ def _summarise(session_id: int) -> None:
     said = session_messages(session=session)
     # What was said with memory off, and the coach's answers to it, are no part of it.
     kept_out = {m.pk for m in said if m.said_with_memory_off}
+    # Each message whole, its lists and paragraphs as written, under who said it.
     lines = [
-        f"{'User' if m.role == Message.Role.USER else 'Coach'}: {' '.join(m.content.split())}"
+        f"{'Person' if m.role == Message.Role.USER else 'Coach'}:\n{m.content.strip()}"
         for m in said
         if (m.role == Message.Role.USER or m.status == Message.Status.COMPLETE)
         and m.pk not in kept_out
@@ -93,7 +94,7 @@ def _summarise(session_id: int) -> None:
     summary = llm.complete(
         [
             {"role": "system", "content": prompt("coach", "session_summary")},
-            {"role": "user", "content": "\n".join(lines)},
+            {"role": "user", "content": "\n\n".join(lines)},
         ]
     )
     # A summary is a fact the emails app picks up (a recap, the week's episode): the chat

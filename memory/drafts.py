@@ -78,6 +78,8 @@ class MemoryDraft:
     content: str
     due_at: datetime | None = None
     status: str = ""
+    # Only the month of `due_at` is known (see Memory.due_month_only).
+    due_month_only: bool = False
 
     def to_json(self) -> str:
         return json.dumps(
@@ -88,6 +90,7 @@ class MemoryDraft:
                 "summary": self.summary,
                 "content": self.content,
                 "due_at": self.due_at.isoformat() if self.due_at else None,
+                "due_month_only": self.due_month_only,
                 "status": self.status,
             }
         )
@@ -102,6 +105,7 @@ class MemoryDraft:
             content=fields["content"],
             due_at=parse_datetime(fields["due_at"]) if fields.get("due_at") else None,
             status=fields.get("status") or "",
+            due_month_only=bool(fields.get("due_month_only")),
         )
 
     @classmethod
@@ -114,6 +118,7 @@ class MemoryDraft:
             content=memory.content,
             due_at=memory.due_at,
             status=memory.status,
+            due_month_only=memory.due_month_only,
         )
 
 
@@ -158,7 +163,7 @@ def validate_draft(draft: MemoryDraft, *, now: datetime, due_may_be_past: bool =
         # brought up at the next conversation instead, and never emailed about.
         if draft.due_at is not None and timezone.is_naive(draft.due_at):
             errors["due_at"] = "give a time zone (for example 2026-06-01T09:00:00Z)"
-        elif draft.due_at is not None and draft.due_at <= now and not due_may_be_past:
+        elif draft.due_at is not None and _over(draft) <= now and not due_may_be_past:
             errors["due_at"] = "is in the past; a prospective memory is about something still to come"
         if draft.status not in ProspectiveStatus.values:
             draft = replace(draft, status=ProspectiveStatus.OPEN)
@@ -166,6 +171,8 @@ def validate_draft(draft: MemoryDraft, *, now: datetime, due_may_be_past: bool =
         if draft.due_at is not None:
             errors["due_at"] = "only prospective memories have a due date"
         draft = replace(draft, status="")
+    if draft.due_at is None:
+        draft = replace(draft, due_month_only=False)
     if errors:
         raise MemoryInvalid(errors)
     return draft
@@ -180,6 +187,15 @@ def refuse_new_episode(draft: MemoryDraft, *, was: str | None) -> None:
     written again. One that is an episode already (`was`) may stay one."""
     if draft.category == Category.EPISODE and was != Category.EPISODE:
         raise MemoryInvalid({"category": EPISODES_ARE_THE_WEEKS})
+
+
+def _over(draft: MemoryDraft) -> datetime:
+    """When a due date has passed: its moment, or for a month (due_month_only) its end."""
+    assert draft.due_at is not None
+    if not draft.due_month_only:
+        return draft.due_at
+    first = draft.due_at
+    return first.replace(year=first.year + first.month // 12, month=first.month % 12 + 1)
 
 
 def category_from_words(text: str) -> str:

@@ -58,12 +58,13 @@ class Source(models.TextChoices):
 
 
 def author_for_model(source: str) -> str:
-    """Who wrote a memory, as the model is told it (it wrote its own notes)."""
+    """Who wrote a memory, as the model is told it, in the block and in every tool result
+    alike: "them" (the person told it or wrote it), "you" (the coach's own note), "support"."""
     if source == Source.COACH:
         return "you"
     if source == Source.ADMIN:
-        return "an administrator (support), not the person"
-    return "the person"
+        return "support"
+    return "them"
 
 
 class ProspectiveStatus(models.TextChoices):
@@ -111,6 +112,9 @@ class Memory(models.Model):
     embedding = VectorField(null=True, blank=True)
     embedding_model = models.CharField(max_length=100, blank=True)
     due_at = models.DateTimeField(null=True, blank=True)
+    # Only the month is known ("a trip in May"): `due_at` is its first morning, and the date
+    # is said as the month, never as a day nobody gave.
+    due_month_only = models.BooleanField(default=False, db_default=False)
     status = models.CharField(max_length=16, choices=ProspectiveStatus.choices, blank=True)
     raised_at = models.DateTimeField(null=True, blank=True)
     # Where the coach learned it: the chat's session and message ids, as plain numbers.
@@ -180,6 +184,7 @@ class Memory(models.Model):
                 "summary": self.summary,
                 "content": self.content,
                 "due_at": self.due_at.isoformat() if self.due_at else None,
+                "due_month_only": self.due_month_only,
                 "status": self.status,
             }
         )

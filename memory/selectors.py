@@ -45,6 +45,12 @@ def memories_for_prompt(*, user: User) -> list[Memory]:
     return list(memory_list_for_user(user=user).order_by("-updated_at", "-pk"))
 
 
+def memories_protected(*, user: User) -> list[Memory]:
+    """The person's protected memories (theirs, or about their safety), newest change first."""
+    protected = Memory.objects.protected().filter(user=user, user__memory_enabled=True).defer("embedding")
+    return list(protected.order_by("-updated_at", "-pk"))
+
+
 def memory_facts_for_user(*, user: User) -> list[MemoryFacts]:
     """The policy's view of a person's store: plain columns, nothing decrypted."""
     return statements.facts_of(user_id=user.pk)

@@ -71,7 +71,7 @@ def store_facts(user: User) -> list[MemoryFacts]:
 def apply_draft(memory: Memory, draft: MemoryDraft, *, embedding: Embedding | None, now: datetime) -> None:
     memory.tier, memory.category = draft.tier, draft.category
     memory.summary, memory.content = draft.summary, draft.content
-    memory.due_at, memory.status = draft.due_at, draft.status
+    memory.due_at, memory.status, memory.due_month_only = draft.due_at, draft.status, draft.due_month_only
     if embedding is not None:
         memory.embedding, memory.embedding_model = embedding.vector, embedding.model
     memory.version += 1

@@ -12,7 +12,7 @@ import jsonschema
 from django.contrib.auth import get_user_model
 
 from memory.drafts import MemoryOff
-from memory.models import Memory, author_for_model
+from memory.models import Memory, Tier, author_for_model
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -107,14 +107,22 @@ def require_memory_on(context: ToolContext) -> None:
 
 
 def memory_as_result(memory: Memory) -> dict[str, Any]:
-    return {
+    """A memory as a tool result gives it: the block's words ("by" and "protected" say what the
+    block's marks and headings say), the full note only where it says more than the summary."""
+    result: dict[str, Any] = {
         "key": memory.key,
         "tier": memory.tier,
         "category": memory.category,
-        "written_by": author_for_model(memory.source),
+        "by": author_for_model(memory.source),
+        "protected": memory.is_protected,
         "summary": memory.summary,
-        "content": memory.content,
-        "due_at": memory.due_at.isoformat() if memory.due_at else None,
-        "status": memory.status or None,
-        "updated_at": memory.updated_at.date().isoformat(),
+        "updated": memory.updated_at.date().isoformat(),
     }
+    if " ".join(memory.content.split()) != memory.summary:
+        result["content"] = memory.content
+    if memory.tier == Tier.PROSPECTIVE:
+        result["due"] = (
+            memory.due_at.strftime("%Y-%m" if memory.due_month_only else "%Y-%m-%d") if memory.due_at else None
+        )
+        result["status"] = memory.status
+    return result

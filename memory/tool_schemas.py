@@ -52,7 +52,7 @@ def _object(properties: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 
 
-_KEY = {"type": "string", "description": "Short slug naming the memory, e.g. left-shoulder or talk-june."}
+_KEY = {"type": "string", "description": "A short slug naming the topic, never a date: left-shoulder, trip."}
 _TIER = {"type": "string", "enum": Tier.values}
 # Weekly episodes are written by the app's weekly job alone (memory/episodes.py).
 _CATEGORY = {"type": "string", "enum": [c for c in Category.values if c != Category.EPISODE]}
@@ -62,11 +62,10 @@ _SUMMARY = {
     "description": f'One line for the index, said to the person ("You work night shifts"), '
     f"at most {SUMMARY_MAX_CHARS} characters.",
 }
-_DUE_AT = {"type": "string", "description": "ISO 8601 date or date-time; prospective memories only."}
+_DUE_AT = {"type": "string", "description": "A month (2027-05) when no day was given, else a date; prospective only."}
 _REASON = {
     "type": "string",
-    "description": "Why, in one sentence written to the person, who may be shown it "
-    f'("You said you work day shifts now"; {REASON_MAX_CHARS} characters at most).',
+    "description": f"Why, in one sentence to the person, who may see it; at most {REASON_MAX_CHARS} characters.",
 }
 
 
@@ -86,18 +85,14 @@ def tool_definitions(*, from_above: Sequence[ToolFromAbove] = ()) -> list[dict[s
 def _write_specs() -> dict[str, tuple[str, dict[str, Any]]]:
     content = {
         "type": "string",
-        "description": f"The note itself, said to the person as the summary is, at most "
-        f"{settings.MEMORY_CONTENT_MAX_CHARS} characters. The whole fact as it stands now: a change "
-        "replaces what it changes, never follows it. "
-        "A feedback memory: the rule, then a 'Why:' line and a 'How to apply:' line.",
+        "description": f"The whole fact as it now stands, to the person like the summary, at most "
+        f"{settings.MEMORY_CONTENT_MAX_CHARS} characters. Feedback: the rule, then 'Why:' and 'How to apply:' lines.",
     }
     return {
         "save_memory": (
-            "Save something worth remembering about the person, one memory per topic. Saving an existing "
-            "key updates it. A save that looks like another memory is flagged and not saved; the result names "
-            "it, and you choose: merge into it with update_memory, replace it, skip, or, when the facts "
-            "differ (a talk in June and another in March), save again with keep_separate true. Safety notes "
-            "and what the person wrote are kept under a neutral key (allergy-1), which the result gives.",
+            "Save something worth remembering, one memory per topic. A save close to an existing memory is "
+            "flagged, not saved: the result says what matched. A protected memory gets a neutral key "
+            "(allergy-1), given in the result.",
             _object(
                 {
                     "key": _KEY,
@@ -109,17 +104,16 @@ def _write_specs() -> dict[str, tuple[str, dict[str, Any]]]:
                     "keep_separate": _nullable(
                         {
                             "type": "boolean",
-                            "description": "true only to answer a near-copy flag on this key in this turn: "
-                            "the facts differ, keep this as a memory of its own.",
+                            "description": "true only after a flag on this key in this turn: the facts differ.",
                         }
                     ),
                 }
             ),
         ),
         "update_memory": (
-            "Change a memory (merge new detail in, correct it, or mark a prospective memory done). "
-            "Null fields stay as they are; list in `clear` the fields to empty. Changes to protected "
-            "memories are sent to the person to confirm.",
+            "Change a memory: new detail, a correction (the new fact replaces the old), or an intention "
+            "done. Null fields stay as they are; list in `clear` the fields to empty. A protected memory's "
+            "change goes to the person to confirm.",
             _object(
                 {
                     "key": _KEY,
@@ -135,8 +129,8 @@ def _write_specs() -> dict[str, tuple[str, dict[str, Any]]]:
             ),
         ),
         "delete_memory": (
-            "Remove a memory that turned out wrong or no longer applies. "
-            "Deleting a protected memory is sent to the person to confirm.",
+            "Remove a memory that is wrong or no longer applies. "
+            "Deleting a protected memory goes to the person to confirm.",
             _object({"key": _KEY, "reason": _REASON}),
         ),
     }
@@ -145,11 +139,12 @@ def _write_specs() -> dict[str, tuple[str, dict[str, Any]]]:
 def _read_specs() -> dict[str, tuple[str, dict[str, Any]]]:
     return {
         "search_memories": (
-            "Find the person's memories closest in meaning to a query, with their keys and summaries.",
+            "Find the person's memories by words and meaning, with their keys and summaries; "
+            "not for what your memory block shows.",
             _object({"query": {"type": "string"}, "limit": _nullable({"type": "integer"})}),
         ),
         "recall_memory": (
-            f"Open full notes by key (from the index), at most {RECALL_MAX_KEYS} at once.",
+            f"Open full notes by key, as the memory block lists them, at most {RECALL_MAX_KEYS} at once.",
             _object({"keys": {"type": "array", "items": {"type": "string"}}}),
         ),
     }

@@ -4,6 +4,7 @@ call becomes a suggestion the person confirms or rejects."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -17,15 +18,21 @@ from infra.llm import Embedding, LLMError
 from memory.corrections import changed_by_coach
 from memory.drafts import MemoryDraft, feedback_missing, validate_draft
 from memory.embeddings import embed_memory
+from memory.keys import is_neutral
 from memory.models import Category, Memory, MemoryEvent, MemoryProposal, Source
 from memory.overlaps import overlaps_record
 from memory.policy import PROTECTED_CATEGORIES
 from memory.proposals import proposal_make
-from memory.selectors import SimilarMemory, memory_by_key, memory_by_key_and_similar
+from memory.selectors import SimilarMemory, memories_protected, memory_by_key, memory_by_key_and_similar
 from memory.services import memory_delete, memory_save
 from memory.tool_context import MemoryChange, ToolContext, ToolRefusal, require_memory_on
 from memory.tool_embeddings import embedded_alike
 from memory.tool_schemas import DEDUP_CANDIDATES, DEFAULT_DUE_TIME
+
+# Neutral keys named when the model asks for a key that is not there.
+NEUTRAL_KEYS_SHOWN = 8
+# "2027-05": a month, when no day was given.
+MONTH = re.compile(r"(?P<year>\d{4})-(?P<month>\d{2})")
 
 
 def save_memory(
@@ -40,6 +47,7 @@ def save_memory(
     keep_separate: bool | None,
 ) -> dict[str, Any]:
     now = timezone.now()
+    due, month_only = _due(due_at, context.time_zone)
     draft = validate_draft(
         MemoryDraft(
             key=key,
@@ -47,7 +55,8 @@ def save_memory(
             category=category,
             summary=summary,
             content=content,
-            due_at=_due(due_at, context.time_zone),
+            due_at=due,
+            due_month_only=month_only,
         ),
         now=now,
     )
@@ -141,7 +150,7 @@ def _saved(
         MemoryChange("saved" if outcome.created else "updated", outcome.memory.pk, outcome.memory.summary)
     )
     if outcome.memory.key != draft.key:
-        result["note"] = f"kept under the neutral key {outcome.memory.key!r}: safety notes are never named by text"
+        result["note"] = _renamed(outcome.memory.key)
     if similar:
         # Safety is never held back as a near-copy (seed 000: too much is wasteful, never
         # wrong); the person is offered the pair to merge, and the model told of it.
@@ -189,7 +198,7 @@ def update_memory(
     memory = memory_by_key(user=context.user, key=key, in_use_only=True)
     if memory is None:
         require_memory_on(context)
-        raise ToolRefusal(f"there is no memory {key!r}; save_memory creates one")
+        raise ToolRefusal(_no_such_key(context, key, "save_memory creates one"))
     current = MemoryDraft.of(memory)
     draft = replace(
         current,
@@ -204,7 +213,8 @@ def update_memory(
     if due_at is not None:
         if "due_at" in (clear or ()):
             raise ToolRefusal("give due_at or clear it, not both")
-        draft = replace(draft, due_at=_due(due_at, context.time_zone))
+        due, month_only = _due(due_at, context.time_zone)
+        draft = replace(draft, due_at=due, due_month_only=month_only)
     if "due_at" in (clear or ()):
         draft = replace(draft, due_at=None)
     draft = validate_draft(draft, now=timezone.now(), due_may_be_past=due_at is None)
@@ -227,7 +237,7 @@ def update_memory(
     context.changes.append(MemoryChange("updated", outcome.memory.pk, outcome.memory.summary))
     result: dict[str, Any] = {"status": "updated", "key": outcome.memory.key}
     if outcome.memory.key != key:
-        result["note"] = f"now protected, so kept under the neutral key {outcome.memory.key!r}"
+        result["note"] = _renamed(outcome.memory.key)
     return result
 
 
@@ -235,12 +245,27 @@ def delete_memory(context: ToolContext, *, key: str, reason: str) -> dict[str, A
     memory = memory_by_key(user=context.user, key=key, in_use_only=True)
     if memory is None:
         require_memory_on(context)
-        raise ToolRefusal(f"there is no memory {key!r}")
+        raise ToolRefusal(_no_such_key(context, key, "nothing was deleted"))
     if memory.is_protected:
         return _propose(context, memory, MemoryProposal.Kind.DELETE, None, reason=reason)
     memory_delete(user=context.user, memory_id=memory.pk, actor=MemoryEvent.Actor.COACH, reason=reason)
     context.changes.append(MemoryChange("deleted", memory.pk, memory.summary))
     return {"status": "deleted", "key": key}
+
+
+def _renamed(key: str) -> str:
+    return f"stored as {key!r}, a neutral key, as safety notes and the person's own are: use {key!r} from now on"
+
+
+def _no_such_key(context: ToolContext, key: str, then: str) -> str:
+    """Why a key names nothing, and the keys it may have meant: a safety note, or anything
+    the person wrote, is kept under a neutral key (allergy-1), whatever key it was saved as."""
+    neutral = [m for m in memories_protected(user=context.user) if is_neutral(m.key)][:NEUTRAL_KEYS_SHOWN]
+    said = f"there is no memory {key!r}; {then}"
+    if not neutral:
+        return f"{said}. The keys are those in your memory block."
+    listed = "; ".join(f"{m.key}: {m.summary}" for m in neutral)
+    return f"{said}. Safety notes and the person's own are kept under neutral keys: {listed}."
 
 
 def _protects(memory: Memory, draft: MemoryDraft) -> bool:
@@ -276,11 +301,19 @@ def _propose(
     }
 
 
-def _due(value: str | None, time_zone: str) -> datetime | None:
-    """An ISO date-time, or a date meaning its morning on the person's clock."""
+def _due(value: str | None, time_zone: str) -> tuple[datetime | None, bool]:
+    """An ISO date-time; a date, meaning its morning on the person's clock; or a month
+    ("2027-05", when only the month is known), meaning its first morning, said as the month.
+    Whether only the month was given, beside it."""
     if value is None:
-        return None
+        return None, False
     zone = ZoneInfo(time_zone)
+    if month := MONTH.fullmatch(value.strip()):
+        try:
+            first = datetime(int(month["year"]), int(month["month"]), 1, DEFAULT_DUE_TIME.hour, tzinfo=zone)
+        except ValueError:
+            raise ToolRefusal(f"due_at {value!r} is not a month (YYYY-MM)") from None
+        return first, True
     try:
         # A plain date first: Python reads "2031-06-12" as a date-time too, at midnight.
         day = parse_date(value)
@@ -288,5 +321,5 @@ def _due(value: str | None, time_zone: str) -> datetime | None:
     except ValueError:
         parsed = None
     if parsed is None:
-        raise ToolRefusal(f"due_at {value!r} is not an ISO 8601 date or date-time")
-    return parsed if timezone.is_aware(parsed) else parsed.replace(tzinfo=zone)
+        raise ToolRefusal(f"due_at {value!r} is not a month (2027-05), a date (2027-05-14) or an ISO 8601 date-time")
+    return (parsed if timezone.is_aware(parsed) else parsed.replace(tzinfo=zone)), False

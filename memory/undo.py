@@ -62,6 +62,8 @@ class DeletedMemory:
     embedding: str | None
     embedding_model: str
     deleted_at: str
+    # Last, with a default: an undo token sealed before the column existed still opens.
+    due_month_only: bool = False
 
     @classmethod
     def of(cls, memory: Memory, *, deleted_at: datetime) -> DeletedMemory:
@@ -90,6 +92,7 @@ class DeletedMemory:
             embedding=embedding,
             embedding_model=memory.embedding_model,
             deleted_at=deleted_at.isoformat(),
+            due_month_only=memory.due_month_only,
         )
 
     @property
@@ -108,6 +111,7 @@ class DeletedMemory:
             summary=self.summary,
             content=self.content,
             due_at=_datetime(self.due_at) if self.due_at else None,
+            due_month_only=self.due_month_only,
             status=self.status,
             raised_at=_datetime(self.raised_at) if self.raised_at else None,
             session_id=self.session_id,

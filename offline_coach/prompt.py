@@ -7,11 +7,12 @@ The offline coach relies on these conventions, and only these:
   last user message is another assistant's answer, pasted, to split into facts); anything
   else is a chat turn.
 - A line `Today: YYYY-MM-DD` in a system message is today's date.
-- Any line of a system message that is a JSON object with "key" and "summary" is a memory
-  (the other fields, "tier", "category", "content", "due_at", "source", "bring_up", are
-  optional); so is an index line under a topic's heading, `- key (YYYY-MM-DD): summary`.
-- A memory note (`[memory note, 3 Dec] You saved key: ...`, `key now reads: ...`,
-  `key is no longer kept ...`) changes what is remembered from where it stands on.
+- A memory is a line under a topic's heading (`## goal`), `- key (by them, 3 Dec): summary`,
+  maybe ending in what an intention waits for (`(due Jun 2027; raise it now)`), its full
+  note on the indented lines beneath it.
+- The app's notes of what changed (the results of its own `memory_notes` calls, between
+  `<<MEMORY NOTES ...>>` markers) hold memory lines as they now read, and lines saying
+  `key is no longer kept`: each changes what is remembered from where it stands on.
 - A line starting `Previous email:` begins an earlier email; the lines under it belong to
   it, up to the next such line, a `#` heading, a memory line or the end of the message.
 - Conversation quoted in a system or user message is one turn per line, `User: ...` or
@@ -32,12 +33,13 @@ from typing import Any
 TODAY = re.compile(r"^\s*Today:\s*(\d{4}-\d{2}-\d{2})(?:\s*\([A-Za-z]+\))?\s*$", re.MULTILINE)
 NAME = re.compile(r"^\s*Name:\s*(.+?)\s*$", re.MULTILINE)
 PREVIOUS_EMAIL = re.compile(r"^\s*Previous email:\s*", re.IGNORECASE)
-# The index's line for a memory not quoted whole: "- talk-june (2026-12-03): Giving a talk in June".
-INDEX_LINE = re.compile(r"^- ([a-z0-9][a-z0-9-]*) \(\d{4}-\d{2}-\d{2}\): (.+?)\s*$")
-MEMORY_NOTE = re.compile(r"^\s*\[memory note, [^\]]*\]\s*(.+?)\s*$")
-NOTE_SAVED = re.compile(r"^(?:You saved|The person added) ([a-z0-9-]+): (.+)$")
-NOTE_NOW_READS = re.compile(r"^([a-z0-9-]+) now reads: (.+)$")
-NOTE_GONE = re.compile(r"^([a-z0-9-]+) is no longer kept\b")
+# A memory's line: "- talk (by them, 3 Dec): Giving a talk (due Jun 2027; raise it now)".
+INDEX_LINE = re.compile(r"^- ([a-z0-9][a-z0-9-]*) \(([^)]*)\): (.+?)\s*$")
+# What requests written by hand may still carry: "[memory note, 3 Dec] You saved key: ...".
+OLD_NOTE = re.compile(r"^\s*\[memory note, [^\]]*\]\s*(?:You saved|The person added) ([a-z0-9-]+): (.+?)\s*$")
+TRAILER = re.compile(r" \(((?:due|emailed about|raise it now|done|dismissed)[^()]*)\)$")
+NOTES_START = "<<MEMORY NOTES "
+NOTE_GONE = re.compile(r"\b([a-z0-9-]+) is no longer kept\b")
 MONTH_IN_KEY = re.compile(
     r"-(?:january|february|march|april|may|june|july|august|september|october|november|december)\b"
 )
@@ -135,39 +137,67 @@ def user_name(messages: list[dict[str, Any]]) -> str | None:
 
 def remembered(messages: list[dict[str, Any]]) -> list[Remembered]:
     """The memories listed in the system prompt, in order, one per key; each under its
-    topic's heading ("# goal"), which names its category where the line does not. Notes
-    appended later in the conversation (saved, now reads, no longer kept) apply in order."""
+    topic's heading ("## goal"), which names its category. The app's notes later in the
+    conversation (a memory as it now reads, one no longer kept) apply in order."""
     found: dict[str, Remembered] = {}
-    topic = ""
-    for line in system_text(messages).splitlines():
-        if line.startswith("# "):
-            topic = line.removeprefix("# ").strip().lower()
-            continue
-        if note := MEMORY_NOTE.match(line):
-            _apply_note(found, note.group(1))
-            continue
-        item = _json_object(line) or _index_line(line, topic)
-        if item and isinstance(item.get("key"), str) and isinstance(item.get("summary"), str):
-            found.setdefault(item["key"], as_remembered({"category": topic, **item}))
+    for message in messages:
+        text = text_of(message)
+        if message.get("role") in {"system", "developer"}:
+            _read_lines(found, text, notes=False)
+        elif message.get("role") == "tool" and text.startswith(NOTES_START):
+            _read_lines(found, text, notes=True)
     return list(found.values())
 
 
-def _index_line(line: str, topic: str) -> dict[str, Any] | None:
-    match = INDEX_LINE.match(line) if topic else None
-    return {"key": match.group(1), "summary": match.group(2)} if match else None
+def _read_lines(found: dict[str, Remembered], text: str, *, notes: bool) -> None:
+    topic, last = "", ""
+    for line in text.splitlines():
+        if line.startswith(("## ", "# ")):
+            topic = line.lstrip("#").split(" (")[0].strip().lower()
+        elif (item := _json_object(line)) and isinstance(item.get("key"), str) and isinstance(item.get("summary"), str):
+            # A memory quoted whole as JSON, as requests written by hand may still give it.
+            found.setdefault(item["key"], as_remembered({"category": topic, **item}))
+        elif line.startswith("  ") and last in found:
+            earlier = found[last]
+            content = f"{earlier.content}\n{line.strip()}" if earlier.content else line.strip()
+            found[last] = replace(earlier, content=content)
+        elif (memory := _memory_line(line, topic)) is not None:
+            if notes or memory.key not in found:
+                before = found.get(memory.key)
+                category = memory.category or (before.category if before else _category_of_key(memory.key))
+                found[memory.key] = replace(memory, category=category)
+            last = memory.key
+        elif (saved := OLD_NOTE.match(line)) is not None:
+            key = saved.group(1)
+            found[key] = replace(
+                found.get(key) or Remembered(key, "", category=_category_of_key(key)), summary=saved.group(2)
+            )
+        elif (notes or line.startswith("[memory note")) and (gone := NOTE_GONE.search(line)):
+            found.pop(gone.group(1), None)
+            last = ""
+        else:
+            last = ""
 
 
-def _apply_note(found: dict[str, Remembered], note: str) -> None:
-    if gone := NOTE_GONE.match(note):
-        found.pop(gone.group(1), None)
-    elif said := NOTE_SAVED.match(note) or NOTE_NOW_READS.match(note):
-        key, text = said.group(1), said.group(2).strip()
-        fields = _parsed(text) if text.startswith("{") else {"summary": text}
-        if not isinstance(fields, dict) or not isinstance(fields.get("summary"), str):
-            return
-        earlier = found.get(key) or Remembered(key=key, summary="", category=_category_of_key(key))
-        changes = {name: value for name, value in fields.items() if name in {"summary", "content"} and value}
-        found[key] = replace(earlier, **changes)
+def _memory_line(line: str, topic: str) -> Remembered | None:
+    match = INDEX_LINE.match(line)
+    if not match:
+        return None
+    marks, summary = match.group(2), match.group(3)
+    trailer = TRAILER.search(summary)
+    waits = trailer.group(1) if trailer else ""
+    summary = summary[: trailer.start()] if trailer else summary
+    source = "the person" if "by them" in marks else "support" if "by support" in marks else "you"
+    due = re.search(r"due ([^;]+)", waits)
+    return Remembered(
+        key=match.group(1),
+        summary=summary,
+        tier="prospective" if waits else "",
+        category=topic,
+        due_at=due.group(1).strip() if due else None,
+        source=source,
+        bring_up="raise it now" in waits,
+    )
 
 
 def _category_of_key(key: str) -> str:

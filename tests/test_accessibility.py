@@ -108,6 +108,7 @@ def visitor_states() -> dict[str, State]:
         "sign up, nothing filled in": signup_error,
         "password reset": lambda page, base: page.goto(base + "/accounts/password/reset/"),
         "using a real model": lambda page, base: page.goto(base + "/help/model"),
+        "help, where to turn in a crisis": lambda page, base: page.goto(base + "/help/"),
         # Last: it signs in (and out again, by dropping the cookie, for the next size).
         "signed in, with a message saying so": signed_in_with_its_message,
     }

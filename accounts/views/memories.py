@@ -140,6 +140,7 @@ def memory_edit(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             memory_id=pk,
             current_due_at=current.due_at,
             current_category=current.category,
+            current_due_month_only=current.due_month_only,
             time_zone=request.user.time_zone,
         )
         return _render_edit(request, current, form)
@@ -151,6 +152,7 @@ def memory_edit(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         memory_id=pk,
         current_due_at=current.due_at,
         current_category=current.category,
+        current_due_month_only=current.due_month_only,
         time_zone=request.user.time_zone,
     )
     if form.is_valid():
@@ -180,6 +182,7 @@ def memory_edit(request: HtmxHttpRequest, pk: int) -> HttpResponse:
                 memory_id=pk,
                 current_due_at=current.due_at,
                 current_category=current.category,
+                current_due_month_only=current.due_month_only,
                 time_zone=request.user.time_zone,
             )
             form.is_valid()

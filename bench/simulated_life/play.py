@@ -362,8 +362,8 @@ def _parts(memories: str) -> tuple[str, str]:
     history: list[str] = []
     current = notes
     for line in memories.lower().splitlines():
-        if line.startswith("# "):
-            current = history if line in (f"# {Category.EPISODE}", EMAILS_HEADER) else notes
+        if line.startswith("## "):
+            current = history if line in (f"## {Category.EPISODE}", EMAILS_HEADER.lower()) else notes
         current.append(line)
     return "\n".join(notes), "\n".join(history)
 

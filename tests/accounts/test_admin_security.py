@@ -191,7 +191,7 @@ def test_a_memory_staff_add_is_never_the_persons_own_and_says_so(user: User) -> 
     assert memory.source == "admin" and not memory.is_protected
     assert MemoryEvent.objects.get(memory_id=memory.pk).actor == "admin"
     context = assemble_memory_context(user=user, now=timezone.now()).text
-    assert '"source": "an administrator (support), not the person"' in context
+    assert "- support-note (by support, " in context
     person = Client()
     person.force_login(user)
     assert "Added by our support team" in person.get("/memories/").content.decode()

@@ -73,7 +73,7 @@ def test_a_new_person_is_remembered_from_onboarding_to_a_new_session(
     expect(page.locator(".from-coach").last).not_to_have_class(re.compile("streaming"))
     prompt = ModelServer.system_prompt(model_server.chat_requests()[-1])
     # Onboarding keeps what the person wrote, with its first letter as a sentence's.
-    assert '"summary": "Bad left shoulder"' in prompt
+    assert "): Bad left shoulder\n" in prompt
     assert len(model_server.chat_requests()[-1]["messages"]) == 2, "a new session starts without the old history"
 
 

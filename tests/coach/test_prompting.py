@@ -40,6 +40,11 @@ def turn(session: ChatSession, text: str) -> Message:
     return message
 
 
+def notes_in(messages: list[dict]) -> list[str]:
+    """The notes of what changed in memory a request carries: its `memory_notes` results."""
+    return [m["content"] for m in messages if m["role"] == "tool" and m["tool_call_id"].startswith("memory-note")]
+
+
 def first_rounds(model_server: ModelServer) -> list[list[dict]]:
     """The first request of each turn (a turn's later rounds carry its tool calls)."""
     return [body["messages"] for body in model_server.chat_requests() if body["messages"][-1]["role"] == "user"]
@@ -96,8 +101,11 @@ def test_a_save_reaches_later_turns_as_a_note_after_the_exchange_it_was_made_in(
 
     sent = first_rounds(model_server)[-1]
     roles = [message["role"] for message in sent]
-    assert roles == ["system", "user", "system", "assistant", "user"]
-    assert "You saved talk-june: Giving a talk in June" in sent[2]["content"]
+    # The note comes as the result of the app's own call, after the exchange it was made in.
+    assert roles == ["system", "user", "assistant", "tool", "assistant", "user"]
+    assert sent[2]["tool_calls"][0]["function"]["name"] == "memory_notes"
+    [note] = notes_in(sent)
+    assert "You saved:\n- talk-june (" in note and "Giving a talk in June (due " in note
     assert "Giving a talk in June" not in sent[0]["content"]
 
 
@@ -109,8 +117,8 @@ def test_a_safety_memory_saved_by_the_coach_is_in_its_note_in_full(user: User) -
 
     conversation = begin(session, "Plan my snacks", now + timedelta(minutes=2))
 
-    [note] = [m for m in conversation.messages[1:] if m["role"] == "system"]
-    assert "Allergic to cashews" in note["content"] and '"content"' in note["content"]
+    [note] = notes_in(conversation.messages)
+    assert "Allergic to cashews" in note and "allergy-1" in note
     assert conversation.rebuilt == "" and conversation.notes == 1
 
 
@@ -220,7 +228,15 @@ def test_the_block_markers_nonce_is_the_conversations_and_in_no_memory_or_note(u
     later = begin(session, "Again", now + timedelta(minutes=1))
 
     assert len(nonce) == 16 and f"<<MEMORIES {nonce}>>" in later.messages[0]["content"]
-    assert all(nonce not in m["content"] for m in later.messages[1:])
+    # The nonce is in the markers of the block and of the notes, and nowhere else.
+    for text in [later.messages[0]["content"], *notes_in(later.messages)]:
+        unmarked = [
+            line
+            for line in text.splitlines()
+            if not line.startswith(("<<MEMORIES ", "<<END MEMORIES ", "<<MEMORY NOTES ", "<<END MEMORY NOTES "))
+        ]
+        assert all(nonce not in line for line in unmarked)
+    assert notes_in(later.messages)
     assert not any(nonce in m.summary or nonce in m.content for m in Memory.objects.filter(user=user))
 
 
@@ -255,8 +271,10 @@ def test_an_intention_coming_due_during_the_conversation_reaches_it_as_a_note(us
     before = begin(session, "Hi", now)
     after = begin(session, "Again", now + timedelta(hours=1))
 
-    assert '"bring_up"' not in before.messages[0]["content"]
-    assert after.rebuilt == "" and any("talk is now due" in m["content"] for m in after.messages[1:])
+    assert "raise it now" not in before.messages[0]["content"]
+    assert after.rebuilt == ""
+    [note] = notes_in(after.messages)
+    assert "now due, bring it up when it fits:\n- talk (" in note
 
 
 # The history, dropped in steps -------------------------------------------------------------

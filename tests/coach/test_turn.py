@@ -94,7 +94,7 @@ def test_the_system_prompt_carries_the_instructions_today_and_the_memories(
     prompt = ModelServer.system_prompt(model_server.chat_requests()[0])
     assert prompt.startswith("# Coach\n")
     assert "\nToday: " in prompt
-    assert '"summary": "Bad left shoulder"' in prompt
+    assert "\n## injury (kept for good)\n- left-shoulder (by them, " in prompt and "): Bad left shoulder" in prompt
     assert "Relationship stage: new (1 memories learned in conversation)" in prompt
 
 

@@ -3,7 +3,7 @@ kind, subject, first line), within the budget, read in one query."""
 
 from __future__ import annotations
 
-import json
+import re
 from datetime import timedelta
 
 import pytest
@@ -14,7 +14,8 @@ from coach.communication import sent_emails_for
 from emails.models import Email
 from emails.selectors import LAST_EMAILS, emails_recently_sent
 from emails.statements import NOT_QUOTED, emails_sent_lately
-from memory.context import MemoryContext, assemble_memory_context
+from memory.context import EMAILS_HEADER, MemoryContext, assemble_memory_context
+from memory.memory_lines import day_said
 from tests.emails.factories import make_email
 
 pytestmark = pytest.mark.django_db
@@ -32,8 +33,20 @@ def sent(user: User, subject: str, *, days_ago: int, kind: str = "nudge") -> Ema
     )
 
 
+EMAIL_LINE = re.compile(
+    r'^- (?P<sent>\d{1,2} \w{3}(?: \d{4})?), (?P<kind>[^"]+) "(?P<subject>.*)": (?P<first_line>.*)$'
+)
+
+
+def said(email: Email) -> str:
+    """The day an email went, as the block says it (the person's calendar: UTC here)."""
+    return day_said(email.sent_at.date(), today=timezone.now().date())
+
+
 def email_lines(text: str) -> list[dict]:
-    return [json.loads(line) for line in text.splitlines() if line.startswith('{"email_sent"')]
+    """The emails the block quotes, after its emails heading: one line each."""
+    emails = text.split(EMAILS_HEADER, 1)[1] if EMAILS_HEADER in text else ""
+    return [m.groupdict() for line in emails.splitlines() if (m := EMAIL_LINE.match(line))]
 
 
 def chat_context(user: User, budget_tokens: int | None = None) -> MemoryContext:
@@ -54,19 +67,19 @@ def test_the_chat_sees_the_last_emails_sent_newest_first_with_date_kind_subject_
     assert "# emails you sent them lately, newest first: never repeat one" in context.text
     assert email_lines(context.text) == [
         {
-            "email_sent": newer.sent_at.date().isoformat(),
+            "sent": said(newer),
             "kind": "Check-in",
             "subject": "How did the talk go?",
             "first_line": "How did the talk go?, in a sentence.",
         },
         {
-            "email_sent": older.sent_at.date().isoformat(),
+            "sent": said(older),
             "kind": "Nudge",
             "subject": "Looking ahead",
             "first_line": "Looking ahead, in a sentence.",
         },
     ]
-    assert context.text.index("# emails you sent") < context.text.index("<<END MEMORIES")
+    assert context.text.index("## emails you sent") < context.text.index("<<END MEMORIES")
 
 
 def test_at_most_the_last_five_emails_are_shown(user: User) -> None:

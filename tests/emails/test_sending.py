@@ -134,8 +134,8 @@ def test_the_model_drafts_with_the_profile_the_intentions_due_and_the_last_email
     system = ModelServer.system_prompt(model_server.chat_requests()[-1])
     assert system.startswith("# Follow-up email")
     assert "Training for the Helsinki marathon" in system
-    assert '"key": "talk"' in system
-    assert '"subject": "Looking ahead: your talk"' in system
+    assert "\n- talk (" in system
+    assert ', Nudge "Looking ahead: your talk": ' in system
     assert "Previous email: Looking ahead: your talk — I've been thinking about your talk." in system
 
 
@@ -158,7 +158,7 @@ def test_two_consecutive_nudges_differ_and_the_second_draft_saw_the_first(
     assert first.first_line != second.first_line
     second_draft = ModelServer.system_prompt(model_server.chat_requests()[-1])
     assert f"Previous email: {first.subject} — {first.first_line}" in second_draft
-    assert f'"subject": "{first.subject}"' in second_draft
+    assert f' "{first.subject}": ' in second_draft
 
 
 def sent_last_week(user: User) -> Email:

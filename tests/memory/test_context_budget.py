@@ -89,8 +89,9 @@ def test_a_full_text_replaces_its_line_and_is_never_both(user: User) -> None:
     text = assemble_memory_context(user=user, now=timezone.now()).text
 
     assert text.count("Bad left knee") == 1
-    assert '"content": "No lunges, no jumps."' in text
-    assert f"- injury-1 ({memory.updated_at.date().isoformat()})" not in text
+    # The line, with the note indented beneath it: one entry, not a line and a note apart.
+    assert text.count("- injury-1 (") == 1
+    assert f"- injury-1 ({memory.updated_at.day} {memory.updated_at:%b}): Bad left knee\n  No lunges, no jumps." in text
 
 
 @given(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 
 import pytest
@@ -139,16 +138,10 @@ def test_a_restored_memory_is_protected_and_back_in_the_context(user: User, sett
     assert memory.source == "manual" and memory.is_protected
     assert memory.summary == "note number 0" and memory.embedding_model == "bag-of-words"
     text = assemble_memory_context(user=user, now=timezone.now()).text
-    habit_block = text.split("# habit\n", 1)[1].split("\n#", 1)[0]
+    habit_block = text.split("## habit\n", 1)[1].split("\n##", 1)[0]
     [line] = [line for line in habit_block.splitlines() if "note number 0" in line]
-    assert json.loads(line) | {"date": None} == {
-        "key": "habit-1",
-        "tier": "episodic",
-        "source": "the person",
-        "summary": "note number 0",
-        "content": "note number 0",
-        "date": None,
-    }
+    # The person's own now: "by them", and a neutral key.
+    assert line.startswith("- habit-1 (by them, ") and line.endswith("): note number 0")
     restored = MemoryEvent.objects.filter(user=user, memory_id=memory.pk).last()
     assert (restored.actor, restored.action, restored.key) == ("user", "restored", "habit-1")
 

@@ -138,7 +138,8 @@ def test_malformed_arguments_come_back_as_a_readable_error(user: User) -> None:
         ({"content": "x" * 2001}, "at most 2000"),
         ({"key": "Left Shoulder"}, "lowercase words joined by hyphens"),
         ({"tier": "prospective", "due_at": "2001-01-01"}, "in the past"),
-        ({"tier": "prospective", "due_at": "next summer"}, "not an ISO 8601"),
+        ({"tier": "prospective", "due_at": "next summer"}, "not a month (2027-05), a date (2027-05-14)"),
+        ({"tier": "prospective", "due_at": "2027-13"}, "not a month (YYYY-MM)"),
     ],
 )
 def test_bad_arguments_come_back_as_results_not_exceptions(user: User, fields: dict, message: str) -> None:
@@ -373,7 +374,7 @@ def test_recall_opens_full_notes_by_key(user: User) -> None:
     result = call(user, "recall_memory", keys=["coaching-style", "missing"])
 
     assert result["memories"][0]["content"] == "Be blunt.\nWhy: they asked.\nHow to apply: no cushioning."
-    assert result["memories"][0]["written_by"] == "you"
+    assert (result["memories"][0]["by"], result["memories"][0]["protected"]) == ("you", False)
     assert result["unknown"] == ["missing"]
 
 
