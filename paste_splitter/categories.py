@@ -65,7 +65,7 @@ SAFETY_WORDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         (
             "injury",
             r"\binjur|\bsprain|\bstrained\b|\btorn\b|\bfractur|\bbroken\b|\bdislocat|\btendin|\bligament|\bacl\b"
-            r"|\bmeniscus|\bsciatica|\bhernia"
+            r"|\bmeniscus|\bsciatica|\bhernia|\b(?:hip|knee|shoulder)s? (?:replaced|replacement)"
             r"|\b(?:bad|sore|weak|dodgy|injured|stiff|painful) (?:left |right |lower |upper )?"
             r"(?:knee|back|shoulder|ankle|hip|wrist|elbow|neck|foot|hamstring|calf)",
         ),
