@@ -38,6 +38,7 @@ MEMORY_NOTE = re.compile(r"^\s*\[memory note, [^\]]*\]\s*(.+?)\s*$")
 NOTE_SAVED = re.compile(r"^(?:You saved|The person added) ([a-z0-9-]+): (.+)$")
 NOTE_NOW_READS = re.compile(r"^([a-z0-9-]+) now reads: (.+)$")
 NOTE_GONE = re.compile(r"^([a-z0-9-]+) is no longer kept\b")
+NOTE_SUGGESTED = re.compile(r"^You suggested a change to ([a-z0-9-]+)\b")
 MONTH_IN_KEY = re.compile(
     r"-(?:january|february|march|april|may|june|july|august|september|october|november|december)\b"
 )
@@ -69,6 +70,8 @@ class Remembered:
     # Who wrote it, as the app says it ("the person", "you"); and whether it is due now.
     source: str = ""
     bring_up: bool = False
+    # How close a search found it (its "similarity"), where a search said.
+    score: float | None = None
 
 
 @dataclass(frozen=True)
@@ -257,6 +260,33 @@ def latest_round(messages: list[dict[str, Any]]) -> list[CallResult]:
     return []
 
 
+def calls_since_user(messages: list[dict[str, Any]]) -> list[CallResult]:
+    """Every call the assistant made after the person's latest message, with its result, in order."""
+    last_user = max((i for i, message in enumerate(messages) if message.get("role") == "user"), default=-1)
+    results = {
+        message.get("tool_call_id", ""): _parsed(text_of(message))
+        for message in messages[last_user + 1 :]
+        if message.get("role") == "tool"
+    }
+    return [
+        CallResult(
+            call.get("function", {}).get("name", ""),
+            _json_arguments(call.get("function", {}).get("arguments")),
+            results.get(call.get("id", "")),
+        )
+        for message in messages[last_user + 1 :]
+        if message.get("role") == "assistant"
+        for call in message.get("tool_calls") or []
+    ]
+
+
+def suggested(messages: list[dict[str, Any]]) -> frozenset[str]:
+    """The keys of memories the coach suggested a change to in this conversation, which
+    stand as they were until the person confirms: the old fact is not said again meanwhile."""
+    notes = (MEMORY_NOTE.match(line) for line in system_text(messages).splitlines())
+    return frozenset(found.group(1) for note in notes if note and (found := NOTE_SUGGESTED.match(note.group(1))))
+
+
 def called_since_user(messages: list[dict[str, Any]], name: str) -> bool:
     """Whether the assistant called `name` after the user's latest message."""
     for message in reversed(messages):
@@ -284,6 +314,7 @@ def as_remembered(item: dict[str, Any]) -> Remembered:
         due_at=field("due_at") or None,
         source=field("source"),
         bring_up=item.get("bring_up") == "now",
+        score=float(score) if isinstance(score := item.get("similarity"), int | float) else None,
     )
 
 

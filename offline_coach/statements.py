@@ -28,17 +28,48 @@ from offline_coach.phrasing import (
     third_person,
 )
 from offline_coach.safety import activity_limit, allergy, diet, injury, intolerance, medication
+from paste_splitter.categories import Heading, guess_category
+
+SAFETY_CATEGORIES = frozenset({"injury", "allergy", "medical", "safety", "constraint"})
 
 
 def notes_in(text: str, *, today: date) -> list[Note]:
-    """The memory-worthy statements in `text`, in order, one note per key."""
+    """The memory-worthy statements in `text`, in order, one note per key: what a
+    recogniser below reads, else what the shared classifier files under a category."""
     notes: list[Note] = []
     for statement in statements(text):
         if statement.endswith("?"):
             continue
         found = sorted(_found_in(statement, today), key=lambda item: item.start)
         notes.extend(item.note for item in found)
+        if not found and (filed := _filed(statement)):
+            notes.append(filed)
     return _merge_same_keys(notes)
+
+
+# The classifier's own word for what it cannot file, and what is not the person's lasting news.
+UNFILED = "other"
+NOT_ABOUT_THEM = re.compile(r"\bi(?:'m| am) (?:a (?:bit|little|lot)|not sure|just)\b", re.IGNORECASE)
+FILED_KEY_WORDS = 3
+
+
+def _filed(statement: str) -> Note | None:
+    """A statement about the person that no recogniser reads ("I have type 1 diabetes and
+    take insulin", "I'm coeliac"), filed by the classifier the app's import uses: a safety
+    category whenever it names one; anything else only when said of the present."""
+    if not FIRST_PERSON.search(statement) or NOT_ABOUT_THEM.search(statement):
+        return None
+    category = guess_category(statement, heading=Heading())
+    if category == UNFILED or (category not in SAFETY_CATEGORIES and PAST.search(statement)):
+        return None
+    words = [word for word in re.findall(r"[\w-]+", statement.lower()) if word not in STOP_WORDS]
+    return Note(
+        slug(words[:FILED_KEY_WORDS]),
+        PROFILE,
+        category,
+        clip(summarise_clause(statement)),
+        as_sentence(third_person(statement)),
+    )
 
 
 def _found_in(sentence: str, today: date) -> list[Found]:

@@ -22,7 +22,7 @@ from offline_coach.phrasing import (
     swap_person,
 )
 from offline_coach.prompt import Remembered
-from offline_coach.relevance import TOPICS
+from paste_splitter import domains_of
 
 # First person -> second: what the person wrote about themselves, said back to them.
 SECOND_PERSON = {
@@ -37,6 +37,8 @@ SECOND_PERSON = {
     "my": "your",
     "mine": "yours",
     "myself": "yourself",
+    "we": "you",
+    "our": "your",
 }
 # A condition a summary may open with: "Allergic to peanuts" -> "you're allergic to peanuts".
 STATE = re.compile(
@@ -66,7 +68,8 @@ def clause(item: Remembered, *, about: str = "") -> str | None:
     """The item as a clause addressed to the person ("you're allergic to peanuts"), without a
     capital or a full stop, to go inside a sentence; None when no rule rewords it safely.
     With `about` (a message), the sentence of the note that concerns it is the one used."""
-    for text in _candidates(item, about):
+    # The note itself last: "They had their hip replaced" where the summary is in no shape a rule knows.
+    for text in [*_candidates(item, about), *sentences(item.content)[:1]]:
         reworded = _reworded(text)
         if reworded and len(reworded) <= MAX_CLAUSE_CHARS and not PASTED.search(reworded):
             return reworded
@@ -104,8 +107,8 @@ def _candidates(item: Remembered, about: str) -> list[str]:
     parts = [normalise(part) for part in sentences(item.summary)]
     if len(parts) > 1 and about:
         # Only the part the message is about: the shin, not the peanuts, for a training plan.
-        touched = [topic for topic in TOPICS if topic.message.search(about)]
-        parts.sort(key=lambda part: not any(topic.memory.search(part) for topic in touched))
+        touched = domains_of(about)
+        parts.sort(key=lambda part: not (domains_of(part) & touched))
     return parts or [normalise(item.summary)]
 
 
