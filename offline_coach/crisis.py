@@ -5,6 +5,7 @@ to help, and saves nothing of it (unless the person asks it to be remembered).""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 SELF_HARM, HARM_TO_OTHERS, EMERGENCY, ABUSE = "self-harm", "harm to others", "emergency", "abuse"
 SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
@@ -72,6 +73,24 @@ def asks_to_remember(text: str) -> bool:
     return bool(ASKED_TO_REMEMBER.search(text))
 
 
-def crisis_reply(kind: str) -> str:
-    """Care, where to find help now, and no coaching."""
-    return f"{FIRST_WORDS[kind]} {NEXT_WORDS[kind]}\n\n{CLOSING}"
+SENTENCE = re.compile(r"[^.!?\n]+[.!?]")
+# Said again in the same conversation: the help as plainly, in other words around it.
+AGAIN = (
+    "I'm still here with you. If you are in danger, please call your local emergency number right away; "
+    "a crisis line can talk it through with you at any hour. Are you somewhere safe right now?",
+    "Thank you for telling me more. Your safety comes first: your local emergency number (112, 911 or 999) "
+    "is the quickest help, and the help page lists a crisis line for your country. Who could you reach today?",
+    "I hear you. Please reach out now: your local emergency number if you are in danger, or a crisis line to "
+    "talk to someone. Would it help to tell someone near you what's happening?",
+)
+
+
+def crisis_reply(kind: str, earlier_replies: Sequence[str] = ()) -> str:
+    """Care, where to find help now, and no coaching; in other words each time it is said
+    again in a conversation, the way to help in every one."""
+    care = f"{FIRST_WORDS[kind]} {NEXT_WORDS[kind]}"
+    for reply in (f"{care}\n\n{CLOSING}", care, *AGAIN):
+        said = [part for part in SENTENCE.findall(reply) if "emergency number" not in part]
+        if not any(part in earlier for part in said for earlier in earlier_replies):
+            return reply
+    return AGAIN[-1]

@@ -15,6 +15,7 @@ from datetime import date
 from typing import Any
 
 from offline_coach.bag_of_words import STOP_WORDS, WORD
+from offline_coach.crisis import crisis_in
 from offline_coach.phrasing import as_sentence, capitalise, clip, first_sentence, join_words, lower_first
 from offline_coach.prompt import (
     Remembered,
@@ -272,7 +273,8 @@ def _themes(texts: list[str]) -> str:
 
 def _worth_keeping(texts: list[str], today: date, *, standing_only: bool = False) -> str:
     """Summaries of what the texts say a coach would note down; `standing_only` leaves out dated plans."""
-    notes = [note for text in texts for note in notes_in(text, today=today)]
+    # What a person in crisis said is not coaching material: nothing of it is kept.
+    notes = [note for text in texts if crisis_in(text) is None for note in notes_in(text, today=today)]
     notes = [note for note in notes if not standing_only or note.due_at is None]
     summaries = list(dict.fromkeys(lower_first(note.summary) for note in notes))[:THEME_COUNT]
     return "; ".join(summaries)

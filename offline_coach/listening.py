@@ -77,7 +77,7 @@ def chat_turn(body: dict[str, Any], messages: list[dict[str, Any]], *, today: da
     text = next((text_of(m) for m in reversed(messages) if m.get("role") == "user"), "")
     calls = calls_since_user(messages)
     if kind := crisis_in(text):
-        return _in_crisis(kind, text, tools, first=last.get("role") == "user")
+        return _in_crisis(kind, text, tools, first=last.get("role") == "user", earlier=earlier_replies(messages))
     if last.get("role") == "user" and SEARCH_MEMORIES in tools and (searches := _searches(text, tools)):
         return Reply(tool_calls=searches)
     first_writes = last.get("role") in {"user", "tool"} and not any(call.name in WRITES for call in calls)
@@ -234,7 +234,7 @@ def _found_by_query(calls: list[CallResult], known: Sequence[Remembered]) -> dic
     return found
 
 
-def _in_crisis(kind: str, text: str, tools: frozenset[str], *, first: bool) -> Reply:
+def _in_crisis(kind: str, text: str, tools: frozenset[str], *, first: bool, earlier: Sequence[str]) -> Reply:
     """Care and where to find help; a note of it only when the person asks for one."""
     if first and SAVE in tools and asks_to_remember(text):
         summary = clip(to_the_person(sentences(text)[0].rstrip(" .!")))
@@ -248,7 +248,7 @@ def _in_crisis(kind: str, text: str, tools: frozenset[str], *, first: bool) -> R
             "keep_separate": None,
         }
         return Reply(tool_calls=(ToolCall(SAVE, json.dumps(note)),))
-    return Reply(text=crisis_reply(kind))
+    return Reply(text=crisis_reply(kind, earlier))
 
 
 def _answers_a_flag(call: CallResult) -> bool:
