@@ -82,7 +82,8 @@ NOTED = (
 )
 NOTED_PLAIN = ("Thanks, I'll keep that in mind.", "Good to know, thank you.", "Thanks for telling me.")
 UPDATED = ("Got it, I've changed that: {}.", "Thanks for putting me right, so {}.", "Understood: {}.")
-UPDATED_PLAIN = ("Got it, I've changed that.", "Thanks for putting me right.", "Understood, I've changed it.")
+# A new line no rule rewords into a clause stands on its own, as the person will find it.
+UPDATED_LINE = ("Got it. As it stands now: {}.", "Thanks for putting me right. Now it's this: {}.")
 DELETED = (
     "Understood: it's no longer the case that {}, so I've let it go.",
     "Got it: I won't go on as if {}.",
@@ -207,9 +208,9 @@ def _taken_in(changed: Sequence[Changed], fresh: _Fresh) -> list[str]:
             reworded = clause(change.item)
             words.append((fresh(DELETED, reworded) if reworded else None) or fresh(DELETED_PLAIN))
         elif reworded := clause(change.item):
-            words.append(fresh(UPDATED, reworded) or fresh(UPDATED_PLAIN))
+            words.append(fresh(UPDATED, reworded) or fresh(UPDATED_LINE, change.item.summary.rstrip(" .")))
         else:
-            words.append(fresh(UPDATED_PLAIN))
+            words.append(fresh(UPDATED_LINE, change.item.summary.rstrip(" .")))
     return [text for text in words if text]
 
 

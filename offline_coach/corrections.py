@@ -254,7 +254,11 @@ def changes_made(calls: Sequence[CallResult], known: Sequence[Remembered]) -> li
         if not is_correction(call) or status not in {"updated", "deleted", "proposed"}:
             continue
         earlier = by_key.get(key) or Remembered(key=key, summary="")
-        summary = call.arguments.get("summary")
-        now = replace(earlier, summary=summary) if status == "updated" and isinstance(summary, str) else earlier
+        summary, content = call.arguments.get("summary"), call.arguments.get("content")
+        if status == "updated" and isinstance(summary, str):
+            # The note as it now reads: never the old note under the new line.
+            now = replace(earlier, summary=summary, content=content if isinstance(content, str) else "")
+        else:
+            now = earlier
         changes.append(Changed(str(status), now))
     return changes

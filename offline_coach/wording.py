@@ -43,7 +43,7 @@ SECOND_PERSON = {
 # A condition a summary may open with: "Allergic to peanuts" -> "you're allergic to peanuts".
 STATE = re.compile(
     r"^(?:allergic|intolerant|vegan|vegetarian|diabetic|asthmatic|pregnant|coeliac|celiac|lactose intolerant"
-    r"|recovering|injured|training|working|studying|learning|preparing|giving|writing|running|busy|new)\b",
+    r"|recovering|injured|training|working|studying|learning|preparing|giving|writing|running|busy|new to)\b",
     re.IGNORECASE,
 )
 # A part of the body with what is wrong with it: "Bad left knee" -> "you have a bad left knee".
