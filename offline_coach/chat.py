@@ -43,12 +43,6 @@ REFLECT = (
     "I'm holding on to this for it: {}.",
     "Here's what bears on it: {}.",
 )
-REFLECT_LIST = (
-    "For this I'm going by what you've told me:",
-    "What I'm keeping in mind here:",
-    "Here's what bears on it:",
-    "This has to fit with what you've told me:",
-)
 AGAIN_SAID = (
     "You told me {}.",
     "As I have it, {}.",
@@ -64,9 +58,8 @@ BESIDE = (
     "That sits alongside what you've told me: {}.",
     "I'll put that next to what I already have: {}.",
     "That goes with what you said before: {}.",
-    "Alongside that, I have that {}.",
+    "Alongside that, I have this: {}.",
 )
-BESIDE_LIST = ("That sits alongside what you've told me:", "I'll put that next to what I already have:")
 AGAIN = (
     "{} still comes first here.",
     "This still has to work around {}.",
@@ -171,7 +164,7 @@ def chat_reply(
 ) -> str:
     """The reply: what changed or was noted, what bears on the message, one question."""
     if asks_what_is_remembered(user_text):
-        return remembered_reply(known)
+        return remembered_reply(known, earlier_replies)
     said: list[str] = []
 
     def fresh(options: Sequence[str], *values: str) -> str | None:
@@ -236,8 +229,9 @@ def _reflected(bearing: Sequence[Remembered], user_text: str, earlier: Sequence[
     if new and len(clauses) == len(new) and (len(clauses) == 1 or not any("," in text for text in clauses)):
         parts.append(fresh(REFLECT if asking else BESIDE, join_words(clauses)))
     elif new:
-        lead = fresh(REFLECT_LIST if asking else BESIDE_LIST) or REFLECT_LIST[0]
-        parts.append("\n".join([lead, *(f"- {_line(item)}" for item in new)]))
+        # The same words, leading a list: "What I'm keeping in mind here:" and a line each.
+        lead = fresh([option.removesuffix(" {}.") for option in (REFLECT if asking else BESIDE)])
+        parts.append("\n".join([lead or REFLECT[0].removesuffix(" {}."), *(f"- {_line(item)}" for item in new)]))
     named = [item for item in again if _short_name(item) and not shares_a_word(user_text, item)]
     if named:
         parts.append(fresh(AGAIN, join_words([_short_name(item) or "" for item in named])))

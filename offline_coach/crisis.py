@@ -73,6 +73,7 @@ def asks_to_remember(text: str) -> bool:
     return bool(ASKED_TO_REMEMBER.search(text))
 
 
+HELP_NOW = "Please call your local emergency number now, or a crisis line: you deserve help with this right away."
 SENTENCE = re.compile(r"[^.!?\n]+[.!?]")
 # Said again in the same conversation: the help as plainly, in other words around it.
 AGAIN = (
@@ -93,4 +94,5 @@ def crisis_reply(kind: str, earlier_replies: Sequence[str] = ()) -> str:
         said = [part for part in SENTENCE.findall(reply) if "emergency number" not in part]
         if not any(part in earlier for part in said for earlier in earlier_replies):
             return reply
-    return AGAIN[-1]
+    # Where to find help is said as often as it is needed, if nothing else is left to say.
+    return HELP_NOW

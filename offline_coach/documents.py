@@ -26,7 +26,8 @@ from offline_coach.prompt import (
     user_name,
 )
 from offline_coach.statements import notes_in
-from offline_coach.topics import about, due_date, injury_limit, is_referable, mentioned_in, refer_back, referral_rank
+from offline_coach.topics import about, due_date, injury_limit, is_referable, mentioned_in, referral_rank
+from offline_coach.wording import clause
 
 THEME_COUNT = 3
 QUOTE_CHARS = 140
@@ -214,7 +215,9 @@ def _support(items: list[Remembered], focus: Remembered | None, previous: list[s
     """A line of care for an injury or allergy, unless an earlier email already said it."""
     for item in items:
         if item.category in {"injury", "allergy"} and item != focus:
-            line = refer_back(item)
+            # What the coach keeps in mind, in the person's terms: never a plan of its own.
+            reworded = clause(item)
+            line = f"I'm keeping in mind that {reworded}." if reworded else ""
             return "" if any(line.lower() in email for email in previous) else line
     return ""
 

@@ -207,16 +207,12 @@ def _changed(known: list[Remembered], changed: Sequence[Changed], pending: froze
 
 
 def _found(calls: list[CallResult], known: Sequence[Remembered]) -> list[Remembered]:
-    """Every memory this turn's searches found, best first, once each."""
+    """Every memory this turn's searches found, once each, in the order the searches ranked them."""
     seen: dict[str, Remembered] = {}
     for items in _found_by_query(calls, known).values():
         for item in items:
             seen.setdefault(item.key, item)
-    return sorted(seen.values(), key=lambda item: -(item.score or 0.0)) if _scored(seen) else list(seen.values())
-
-
-def _scored(items: dict[str, Remembered]) -> bool:
-    return bool(items) and all(item.score is not None for item in items.values())
+    return list(seen.values())
 
 
 def _found_by_query(calls: list[CallResult], known: Sequence[Remembered]) -> dict[str, list[Remembered]]:

@@ -287,17 +287,6 @@ def suggested(messages: list[dict[str, Any]]) -> frozenset[str]:
     return frozenset(found.group(1) for note in notes if note and (found := NOTE_SUGGESTED.match(note.group(1))))
 
 
-def called_since_user(messages: list[dict[str, Any]], name: str) -> bool:
-    """Whether the assistant called `name` after the user's latest message."""
-    for message in reversed(messages):
-        if message.get("role") == "user":
-            return False
-        calls = message.get("tool_calls") or [] if message.get("role") == "assistant" else []
-        if any(call.get("function", {}).get("name") == name for call in calls):
-            return True
-    return False
-
-
 def as_remembered(item: dict[str, Any]) -> Remembered:
     """A memory from a JSON object (a prompt line, or a tool call's arguments); missing fields empty."""
 

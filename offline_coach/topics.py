@@ -12,7 +12,6 @@ import re
 from datetime import date, datetime
 
 from offline_coach.phrasing import (
-    addressed_to_reader,
     join_words,
     lower_first,
     second_person_words,
@@ -45,12 +44,6 @@ def body_part(item: Remembered) -> str:
     if all(word in condition.split() for word in words):
         return " ".join(words)
     return second_person_words(condition)
-
-
-def injury_limit_of(summary: str) -> str | None:
-    """ "downhill running" for "No downhill running"; None without a "no ..." at its start."""
-    summary = summary.strip().rstrip(".")
-    return LIMIT_PREFIX.sub("", summary) if LIMIT_PREFIX.match(summary) else None
 
 
 def injury_limit(item: Remembered) -> str | None:
@@ -118,27 +111,6 @@ def about(item: Remembered) -> str:
     if category == "schedule":
         return "your weekly routine"
     return lower_first(second_person_words(item.summary.rstrip(".")))
-
-
-def refer_back(item: Remembered) -> str:
-    """One sentence showing the coach remembers the item: "You mentioned your left shoulder, so ..."."""
-    category = item.category
-    if category == "injury":
-        limit = injury_limit(item)
-        plan = f"we'll keep {limit} out of the plan" if limit else "we'll work around it rather than through it"
-        return f"You mentioned your {body_part(item)}, so {plan}."
-    if category == "allergy":
-        return f"And since you're allergic to {allergens(item)}, any food ideas from me will leave them out."
-    if item.due_at or category == "project":
-        return f"And we'll keep {event(item)} in view as we plan."
-    if category == "goal":
-        return f"Everything we do is a step towards your goal: {goal(item)}."
-    addressed = addressed_to_reader(item.summary)
-    if category == "schedule" and addressed:
-        return f"We'll fit it around your week, since {addressed}."
-    if addressed:
-        return f"I'll keep in mind that {addressed}."
-    return f"I'll keep in mind what you told me: {lower_first(second_person_words(item.summary.rstrip('.')))}."
 
 
 def mentioned_in(item: Remembered, text: str) -> bool:

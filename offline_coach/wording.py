@@ -84,18 +84,6 @@ def each_clause(item: Remembered) -> list[str] | None:
     return [part for part in reworded if part]
 
 
-def quoted(item: Remembered, *, about: str = "") -> str:
-    """The item as a note of what was said, in a sentence of its own: You told me: “…”."""
-    text = _candidates(item, about)[0].rstrip(" .")
-    return f"You told me: \u201c{text}.\u201d"
-
-
-def said_back(item: Remembered, *, about: str = "") -> str:
-    """A whole sentence recalling the item: reworded where a rule can, else quoted."""
-    reworded = clause(item, about=about)
-    return f"You told me {reworded}." if reworded else quoted(item, about=about)
-
-
 def used_in(item: Remembered, reply: str) -> bool:
     """Whether a reply already brought the item up: most of its summary's content words are in it."""
     wanted = set(words(item.summary))
