@@ -22,7 +22,7 @@ from datetime import date
 from typing import Any
 
 from offline_coach.bag_of_words import words
-from offline_coach.chat import asks_for_help, chat_reply
+from offline_coach.chat import GREETING, asks_for_help, chat_reply
 from offline_coach.corrections import (
     SAFETY_CATEGORIES,
     Changed,
@@ -62,6 +62,7 @@ WRITES = frozenset({SAVE, UPDATE, DELETE})
 MOST_SEARCHES = 4
 QUERY_CHARS = 300
 MOST_BROUGHT_UP = 3
+GREETING_WORDS = 4
 # A search's similarity from which its first result bears on the message without a shared
 # word (all-MiniLM-L6-v2's scale; a search that gives none leaves the shared words to decide).
 CLOSE_IN_MEANING = 0.5
@@ -94,7 +95,8 @@ def chat_turn(body: dict[str, Any], messages: list[dict[str, Any]], *, today: da
 def _searches(text: str, tools: frozenset[str]) -> tuple[ToolCall, ...]:
     """A look back when the person refers to an earlier conversation, else a search of the
     memories for each sentence that says something."""
-    if asks_what_is_remembered(text):
+    if asks_what_is_remembered(text) or (GREETING.match(text) and len(text.split()) <= GREETING_WORDS):
+        # The index answers the one; a "hello again" has nothing to look up.
         return ()
     if SEARCH_CONVERSATIONS in tools and (look := look_back_call(text)):
         # Asked about an earlier conversation: looked back first, answered from what it finds.

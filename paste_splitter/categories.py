@@ -69,7 +69,8 @@ SAFETY_WORDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"|\bmeniscus|\bsciatica|\bhernia|\bimpingement|\btor[en]\b|\btear\b|\bbroke\b|\bpulled (?:my|a)\b"
             r"|\b(?:bad|sore|weak|dodgy|injured|stiff|painful|tweaked) (?:left |right |lower |upper )?(?:{part})"
             r"|\b(?:{part})s? (?:replaced|replacement|hurts?|aches?|is (?:sore|injured|painful))"
-            r"|\bhurt (?:my|your|their) (?:{part})",
+            r"|\b(?:hurt|injured|strained|twisted|sprained|pulled|tweaked|broke) (?:my|your|their) "
+            r"(?:(?:left|right|lower|upper) )?(?:{part})",
         ),
         (
             "medical",
