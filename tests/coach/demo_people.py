@@ -115,7 +115,28 @@ GARDENER = Person(
     ),
 )
 
-PEOPLE = (CELLIST, SWIMMER, GARDENER)
+# The person of the issue that asked for this demo, whose replies failed 15 of 22 times.
+CLIMBER = Person(
+    name="Ines",
+    email="ines@example.com",
+    facts=(
+        "I'm allergic to shellfish.",
+        "I have an A2 pulley injury on my left ring finger, so no max hangs until the physio clears it.",
+        "I'm going on a climbing trip to Kalymnos in May.",
+        "I'm a pharmacist and I start work at 7am.",
+    ),
+    walk=(
+        Ask("Can I do fingerboard hangs?", uses=(("hangs", "pulley", "finger"),)),
+        Ask("Plan my training this week", uses=(("hangs", "pulley", "finger"), ("kalymnos",))),
+        Correction("Actually the trip moved to June.", stale=("in may",), now=("june",)),
+        Correction("I'm no longer a pharmacist, I teach chemistry now.", stale=("pharmacist",), now=("chemistry",)),
+        Ask("What should I eat on the trip?", uses=(("shellfish",),)),
+        Ask("When is my trip?", uses=(("june",),)),
+        Ask("What time can I train on weekdays?", uses=(("7am", "chemistry", "teach"),)),
+    ),
+)
+
+PEOPLE = (CELLIST, SWIMMER, GARDENER, CLIMBER)
 
 # One correction, ten ways: the kept fact is that Tomasz is a baker who starts work at 4am;
 # the change is that he has left the bakery for a job at a bank, in office hours.
