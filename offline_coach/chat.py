@@ -259,9 +259,7 @@ def _question(user_text: str, bearing: Sequence[Remembered], changed: bool, fres
     groups: list[Sequence[str]] = [AFTER_A_CHANGE] if changed else []
     if asks_for_help(user_text):
         groups += [[option.format(name) for option in SAFETY_QUESTION] for name in injuries[:1]]
-        groups += [
-            QUESTIONS[domain] for domain in ("timing", "food", "sleep", "medicine", "exercise") if domain in domains
-        ]
+        groups += [QUESTIONS[domain] for domain in QUESTION_ORDER if domain in domains]
         groups += [ANY_QUESTION, STATEMENT_QUESTION]
     else:
         groups += [STATEMENT_QUESTION, ANY_QUESTION]
