@@ -108,7 +108,7 @@ def llm() -> Iterator[openai.OpenAI]:
         yield openai.OpenAI(base_url=server.base_url, api_key="offline", max_retries=0, timeout=10)
 
 
-class DemoConversations(RuleBasedStateMachine):
+class WhateverAPersonSaysTheDemoKeepsItsPromises(RuleBasedStateMachine):
     llm: openai.OpenAI
 
     @initialize()
@@ -196,10 +196,12 @@ class DemoConversations(RuleBasedStateMachine):
         assert not UNGRAMMATICAL.search(self.last_reply), self.last_reply
 
 
-TestDemoConversations = DemoConversations.TestCase
-TestDemoConversations.settings = settings(max_examples=10, stateful_step_count=10, deadline=None)
+TestWhateverAPersonSaysTheDemoKeepsItsPromises = WhateverAPersonSaysTheDemoKeepsItsPromises.TestCase
+TestWhateverAPersonSaysTheDemoKeepsItsPromises.settings = settings(
+    max_examples=10, stateful_step_count=10, deadline=None
+)
 
 
 @pytest.fixture(autouse=True)
 def _client(llm: openai.OpenAI) -> None:
-    DemoConversations.llm = llm
+    WhateverAPersonSaysTheDemoKeepsItsPromises.llm = llm
