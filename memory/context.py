@@ -64,7 +64,7 @@ STAGES = (
         "listen more than you coach: learn who they are, what they are working on and what they hope for; "
         "the bar for saving is low, so save the basics they tell you and the next session starts with context",
     ),
-    ("developing", 3, 10, "tailor suggestions and refer back to earlier conversations naturally"),
+    ("developing", 3, 10, "tailor suggestions and refer back to what they told you naturally"),
     ("established", 11, None, "be direct, notice patterns across sessions and gently name avoidance"),
 )
 # Safety topics come first in the index, in this order; the rest follow the category list.

@@ -99,8 +99,10 @@ def _said(event: MemoryEvent, zone: ZoneInfo) -> str:
     after = event.after_fields()
     if event.action in (Action.CREATED, Action.UPDATED, Action.MERGED, Action.RESTORED) and after:
         memory = MemoryLine.from_snapshot(after, on=today)
-        # A safety memory in full, anything else by its line, as the block would have it.
-        shown = whole_text if after.get("category") in PROTECTED_CATEGORIES else index_line
+        # A change in full (it replaces the block's entry, details and all); a new memory in
+        # full when it concerns safety, else by its line, as the block would have it.
+        changed = event.action != Action.CREATED
+        shown = whole_text if changed or after.get("category") in PROTECTED_CATEGORIES else index_line
         line = shown(memory, today=today, zone=zone)
         if event.action == Action.CREATED:
             return f"{when}, {_ADDED_BY.get(event.actor, 'The person added')}:\n{line}"

@@ -15,6 +15,7 @@ from datetime import date
 from typing import Any
 
 from offline_coach.bag_of_words import STOP_WORDS, WORD
+from offline_coach.crisis import crisis_in
 from offline_coach.phrasing import as_sentence, capitalise, clip, first_sentence, join_words, lower_first
 from offline_coach.prompt import (
     Remembered,
@@ -25,7 +26,8 @@ from offline_coach.prompt import (
     user_name,
 )
 from offline_coach.statements import notes_in
-from offline_coach.topics import about, due_date, injury_limit, is_referable, mentioned_in, refer_back, referral_rank
+from offline_coach.topics import about, due_date, injury_limit, is_referable, mentioned_in, referral_rank
+from offline_coach.wording import clause
 
 THEME_COUNT = 3
 QUOTE_CHARS = 140
@@ -213,7 +215,9 @@ def _support(items: list[Remembered], focus: Remembered | None, previous: list[s
     """A line of care for an injury or allergy, unless an earlier email already said it."""
     for item in items:
         if item.category in {"injury", "allergy"} and item != focus:
-            line = refer_back(item)
+            # What the coach keeps in mind, in the person's terms: never a plan of its own.
+            reworded = clause(item)
+            line = f"I'm keeping in mind that {reworded}." if reworded else ""
             return "" if any(line.lower() in email for email in previous) else line
     return ""
 
@@ -272,7 +276,8 @@ def _themes(texts: list[str]) -> str:
 
 def _worth_keeping(texts: list[str], today: date, *, standing_only: bool = False) -> str:
     """Summaries of what the texts say a coach would note down; `standing_only` leaves out dated plans."""
-    notes = [note for text in texts for note in notes_in(text, today=today)]
+    # What a person in crisis said is not coaching material: nothing of it is kept.
+    notes = [note for text in texts if crisis_in(text) is None for note in notes_in(text, today=today)]
     notes = [note for note in notes if not standing_only or note.due_at is None]
     summaries = list(dict.fromkeys(lower_first(note.summary) for note in notes))[:THEME_COUNT]
     return "; ".join(summaries)

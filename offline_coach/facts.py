@@ -18,7 +18,6 @@ from typing import Any
 
 from offline_coach.phrasing import SUMMARY_MAX_CHARS, swap_person
 from offline_coach.prompt import text_of
-from offline_coach.safety import allergy, injury, intolerance
 from offline_coach.statements import notes_in
 from paste_splitter import PastedFact, safety_category, split_paste
 
@@ -61,9 +60,6 @@ def _category_and_tier(fact: PastedFact, today: date) -> tuple[str, str]:
     tier = "prospective" if any(note.due_at for note in notes) else fact.tier
     if category := safety_category(text):
         return category, tier
-    for recognise in (allergy, intolerance, injury):
-        if found := recognise(said, today):
-            return found.note.category, tier
     if fact.heading.category:
         return fact.heading.category, tier
     return (notes[0].category if notes else fact.category), tier

@@ -140,15 +140,6 @@ def ensure_available() -> Path:
     return model_zip_path()
 
 
-def is_available() -> bool:
-    """Whether `ensure_available()` would pass."""
-    try:
-        ensure_available()
-    except MiniLMUnavailableError:
-        return False
-    return True
-
-
 def preload() -> None:
     """Load the model now (about a second), so the first request does not pay for it."""
     _get_model()

@@ -13,7 +13,7 @@ PROSPECTIVE: Final = "prospective"
 
 # Said about the past: not an intention, not a standing schedule.
 PAST = re.compile(r"\b(?:went|was|were|had|did|yesterday|ago|last)\b", re.IGNORECASE)
-FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|my)\b", re.IGNORECASE)
+FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|my|we|our)\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)

@@ -50,9 +50,13 @@ _SECOND_PERSON = {
     "their": "your",
     "theirs": "yours",
     "themselves": "yourself",
+    # What the person said of a group they are in: "we rehearse" is theirs too.
+    "we": "you",
+    "our": "your",
 }
 _ADVERBS = frozenset({"never", "always", "only", "also", "still", "often", "sometimes", "usually", "normally", "just"})
 _MODALS = {"can't": "Can't", "cannot": "Cannot", "can": "Can", "will": "Will", "won't": "Won't", "'ll": "Will"}
+_PAST = frozenset({"had", "did", "was", "went", "got", "made", "took", "broke", "tore", "ran", "swam", "began"})
 _IRREGULAR = {"have": "has", "do": "does", "go": "goes", "be": "is"}
 # Verbs a third-person summary may open with, so "Trains on Mondays" can become
 # "you train on Mondays" without mistaking "Knees ache" for a verb.
@@ -151,6 +155,9 @@ def summarise_clause(clause: str) -> str:
 def conjugate(verb: str) -> str:
     """The third-person singular of a base verb: train -> trains, finish -> finishes."""
     lower = verb.lower()
+    if lower.endswith("ed") or lower in _PAST:
+        # Already past: "I had my hip replaced" is "Had their hip replaced".
+        return verb
     if lower in _IRREGULAR:
         return _IRREGULAR[lower]
     if lower.endswith(("s", "sh", "ch", "x", "z", "o")):
@@ -169,7 +176,15 @@ def addressed_to_reader(summary: str) -> str | None:
     text = second_person_words(normalise(summary).rstrip(" ."))
     head, _, rest = text.partition(" ")
     lower = head.lower()
-    fixed = {"doesn't": "you don't", "does": "you do", "has": "you have", "is": "you're", "didn't": "you didn't"}
+    fixed = {
+        "doesn't": "you don't",
+        "does": "you do",
+        "has": "you have",
+        "had": "you had",
+        "is": "you're",
+        "was": "you were",
+        "didn't": "you didn't",
+    }
     if lower in fixed:
         return f"{fixed[lower]} {rest}".strip()
     if lower in {"can", "can't", "cannot", "will", "won't"}:
@@ -226,7 +241,8 @@ def slug(words: Iterable[str], limit: int = KEY_MAX_CHARS) -> str:
 
 
 def join_words(items: Sequence[str]) -> str:
-    """ "a", "a and b", "a, b and c"."""
+    """ "a", "a and b", "a, b and c"; each once, however often it was given."""
+    items = list(dict.fromkeys(items))
     if len(items) <= 1:
         return "".join(items)
     return ", ".join(items[:-1]) + " and " + items[-1]
@@ -234,10 +250,11 @@ def join_words(items: Sequence[str]) -> str:
 
 def pick(options: Sequence[str], *seeds: object) -> str:
     """One of `options`, chosen by a stable hash of `seeds`: variety without randomness."""
-    return options[_stable_number(*seeds) % len(options)]
+    return options[stable_number(*seeds) % len(options)]
 
 
-def _stable_number(*seeds: object) -> int:
+def stable_number(*seeds: object) -> int:
+    """A number of `seeds` that is the same in every process: variety without randomness."""
     # hashlib, not hash(): Python salts str hashes per process.
     digest = hashlib.blake2b("\x1f".join(map(str, seeds)).encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little")

@@ -15,8 +15,9 @@ The offline coach relies on these conventions, and only these:
   `key is no longer kept`: each changes what is remembered from where it stands on.
 - A line starting `Previous email:` begins an earlier email; the lines under it belong to
   it, up to the next such line, a `#` heading, a memory line or the end of the message.
-- Conversation quoted in a system or user message is one turn per line, `User: ...` or
-  `Assistant: ...` (`Coach: ...` also counts as the assistant).
+- Conversation quoted in a user message (a session to summarise) is one message per block,
+  `Person:` or `Coach:` on a line of its own and the message beneath; elsewhere one turn
+  per line, `User: ...` or `Assistant: ...` (`Coach: ...` also counts as the assistant).
 - A line `Name: ...` is the user's name, for greeting them.
 """
 
@@ -40,6 +41,7 @@ OLD_NOTE = re.compile(r"^\s*\[memory note, [^\]]*\]\s*(?:You saved|The person ad
 TRAILER = re.compile(r" \(((?:due|emailed about|raise it now|done|dismissed)[^()]*)\)$")
 NOTES_START = "<<MEMORY NOTES "
 NOTE_GONE = re.compile(r"\b([a-z0-9-]+) is no longer kept\b")
+NOTE_SUGGESTED = re.compile(r"\byou suggested a change to ([a-z0-9-]+)\b", re.IGNORECASE)
 MONTH_IN_KEY = re.compile(
     r"-(?:january|february|march|april|may|june|july|august|september|october|november|december)\b"
 )
@@ -71,6 +73,8 @@ class Remembered:
     # Who wrote it, as the app says it ("the person", "you"); and whether it is due now.
     source: str = ""
     bring_up: bool = False
+    # How close a search found it (its "similarity"), where a search said.
+    score: float | None = None
 
 
 @dataclass(frozen=True)
@@ -151,8 +155,15 @@ def remembered(messages: list[dict[str, Any]]) -> list[Remembered]:
 
 def _read_lines(found: dict[str, Remembered], text: str, *, notes: bool) -> None:
     topic, last = "", ""
+    # In a system prompt, only what is between the block's markers is memory (a prompt
+    # written by hand, with no markers, is read whole).
+    inside = notes or "<<MEMORIES " not in text
     for line in text.splitlines():
-        if line.startswith(("## ", "# ")):
+        if line.startswith(("<<MEMORIES ", "<<END MEMORIES ")):
+            inside, topic = line.startswith("<<MEMORIES "), ""
+        elif not inside:
+            continue
+        elif line.startswith(("## ", "# ")):
             topic = line.lstrip("#").split(" (")[0].strip().lower()
         elif (item := _json_object(line)) and isinstance(item.get("key"), str) and isinstance(item.get("summary"), str):
             # A memory quoted whole as JSON, as requests written by hand may still give it.
@@ -227,8 +238,21 @@ def previous_emails(messages: list[dict[str, Any]]) -> list[str]:
     return ["\n".join(lines).strip() for lines in emails]
 
 
+# A transcript as the app quotes it for a summary: each message whole under who said it.
+SPEAKER_BLOCK = re.compile(r"^(Person|Coach):\n(.+?)(?=\n\n(?:Person|Coach):\n|\Z)", re.MULTILINE | re.DOTALL)
+
+
 def conversation(messages: list[dict[str, Any]]) -> list[Line]:
-    """The conversation a document is about: quoted `User:`/`Assistant:` lines, else the messages."""
+    """The conversation a document is about: a transcript of `Person:`/`Coach:` blocks, or
+    quoted `User:`/`Assistant:` lines, else the messages."""
+    blocks = [
+        Line("user" if match.group(1) == "Person" else "assistant", " ".join(match.group(2).split()))
+        for message in messages
+        if message.get("role") == "user"
+        for match in SPEAKER_BLOCK.finditer(text_of(message))
+    ]
+    if blocks:
+        return blocks
     quoted = [
         Line("user" if match.group(1).lower() == "user" else "assistant", match.group(2))
         for match in CONVERSATION_LINE.finditer(request_text(messages))
@@ -287,15 +311,36 @@ def latest_round(messages: list[dict[str, Any]]) -> list[CallResult]:
     return []
 
 
-def called_since_user(messages: list[dict[str, Any]], name: str) -> bool:
-    """Whether the assistant called `name` after the user's latest message."""
-    for message in reversed(messages):
-        if message.get("role") == "user":
-            return False
-        calls = message.get("tool_calls") or [] if message.get("role") == "assistant" else []
-        if any(call.get("function", {}).get("name") == name for call in calls):
-            return True
-    return False
+def calls_since_user(messages: list[dict[str, Any]]) -> list[CallResult]:
+    """Every call the assistant made after the person's latest message, with its result, in order."""
+    last_user = max((i for i, message in enumerate(messages) if message.get("role") == "user"), default=-1)
+    results = {
+        message.get("tool_call_id", ""): _parsed(text_of(message))
+        for message in messages[last_user + 1 :]
+        if message.get("role") == "tool"
+    }
+    return [
+        CallResult(
+            call.get("function", {}).get("name", ""),
+            _json_arguments(call.get("function", {}).get("arguments")),
+            results.get(call.get("id", "")),
+        )
+        for message in messages[last_user + 1 :]
+        if message.get("role") == "assistant"
+        for call in message.get("tool_calls") or []
+    ]
+
+
+def suggested(messages: list[dict[str, Any]]) -> frozenset[str]:
+    """The keys of memories the coach suggested a change to in this conversation, which
+    stand as they were until the person confirms: the old fact is not said again meanwhile."""
+    notes = "\n".join(
+        text_of(message)
+        for message in messages
+        if message.get("role") in {"system", "developer"}
+        or (message.get("role") == "tool" and text_of(message).startswith(NOTES_START))
+    )
+    return frozenset(found.group(1) for found in NOTE_SUGGESTED.finditer(notes))
 
 
 def as_remembered(item: dict[str, Any]) -> Remembered:
@@ -314,6 +359,7 @@ def as_remembered(item: dict[str, Any]) -> Remembered:
         due_at=field("due_at") or None,
         source=field("source"),
         bring_up=item.get("bring_up") == "now",
+        score=float(score) if isinstance(score := item.get("similarity"), int | float) else None,
     )
 
 

@@ -30,11 +30,19 @@ GROUPS = (
     ("How you like to be coached", frozenset({"feedback"})),
     ("About you", frozenset({"background", "preference", "reference", "other", ""})),
 )
+# Each in other words when asked again in one conversation.
 NOTHING_YET = (
     "I don't know much about you yet. Tell me what you're working on, and anything I should keep "
-    "in mind, such as an injury or an allergy."
+    "in mind, such as an injury or an allergy.",
+    "Still very little, I'm afraid: what are you working on at the moment?",
+    "Nothing yet. What would you like me to know first?",
 )
-OUTRO = "If any of it is out of date, tell me, or change it on your memory page."
+LEADS = ("Here's what I keep in mind about you:", "Here it is as it stands now:", "This is what I have:")
+OUTROS = (
+    "If any of it is out of date, tell me, or change it on your memory page.",
+    "Tell me if anything has changed since.",
+    "Anything to add or put right?",
+)
 
 
 def asks_what_is_remembered(text: str) -> bool:
@@ -42,7 +50,7 @@ def asks_what_is_remembered(text: str) -> bool:
     return bool(ASKS.search(text))
 
 
-def remembered_reply(known: Sequence[Remembered]) -> str:
+def remembered_reply(known: Sequence[Remembered], earlier_replies: Sequence[str] = ()) -> str:
     """The index as Markdown: a bold heading per group, one line per memory."""
     sections = []
     for heading, categories in GROUPS:
@@ -50,8 +58,14 @@ def remembered_reply(known: Sequence[Remembered]) -> str:
         if lines:
             sections.append("\n".join([f"**{heading}**", *lines]))
     if not sections:
-        return NOTHING_YET
-    return "\n\n".join(["Here's what I keep in mind about you:", *sections, OUTRO])
+        return _unsaid(NOTHING_YET, earlier_replies) or "Nothing yet."
+    parts = [_unsaid(LEADS, earlier_replies), *sections, _unsaid(OUTROS, earlier_replies)]
+    return "\n\n".join(part for part in parts if part)
+
+
+def _unsaid(options: Sequence[str], earlier_replies: Sequence[str]) -> str:
+    """The first of `options` no earlier reply said; "" once all were."""
+    return next((option for option in options if not any(option in reply for reply in earlier_replies)), "")
 
 
 def due_question(known: Sequence[Remembered], earlier_replies: Sequence[str]) -> str | None:

@@ -25,26 +25,60 @@ from offline_coach.phrasing import (
     slug,
     statements,
     summarise_clause,
+    swap_person,
     third_person,
 )
-from offline_coach.safety import activity_limit, allergy, diet, injury, intolerance, medication
+from offline_coach.wording import SECOND_PERSON
+from paste_splitter.categories import Heading, guess_category
+
+SAFETY_CATEGORIES = frozenset({"injury", "allergy", "medical", "safety", "constraint"})
 
 
 def notes_in(text: str, *, today: date) -> list[Note]:
-    """The memory-worthy statements in `text`, in order, one note per key."""
+    """The memory-worthy statements in `text`, in order, one note per key: what a
+    recogniser below reads, else what the shared classifier files under a category."""
     notes: list[Note] = []
     for statement in statements(text):
         if statement.endswith("?"):
             continue
         found = sorted(_found_in(statement, today), key=lambda item: item.start)
         notes.extend(item.note for item in found)
+        if not found and (filed := _filed(statement)):
+            notes.append(filed)
     return _merge_same_keys(notes)
+
+
+# The classifier's own word for what it cannot file, and what is not the person's lasting
+# news: a passing state, or what they want to know now ("I want to know what to eat").
+UNFILED = "other"
+NOT_ABOUT_THEM = re.compile(
+    r"\bi(?:'m| am) (?:a (?:bit|little|lot)|not sure|just)\b"
+    r"|\bi (?:want|would like|'d like) to (?:know|ask|understand|check|see|talk|chat|say|tell|hear)\b",
+    re.IGNORECASE,
+)
+FILED_KEY_WORDS = 3
+
+
+def _filed(statement: str) -> Note | None:
+    """A statement about the person that no recogniser reads ("I have type 1 diabetes and
+    take insulin", "I'm coeliac", "I work night shifts", "No downhill running"), filed by
+    the classifier the app's import uses, and said back to them ("You work night shifts"):
+    a safety category whenever it names one; anything else only when said of the present,
+    by the person of themselves."""
+    if NOT_ABOUT_THEM.search(statement):
+        return None
+    category = guess_category(statement, heading=Heading())
+    safety = category in SAFETY_CATEGORIES
+    if category == UNFILED or not (safety or (FIRST_PERSON.search(statement) and not PAST.search(statement))):
+        return None
+    words = [word for word in re.findall(r"[\w-]+", statement.lower()) if word not in STOP_WORDS | {category}]
+    # A safety note's key is the app's to give (a neutral one); the rest are named by topic.
+    said = clip(capitalise(swap_person(statement.rstrip(" .!"), SECOND_PERSON)))
+    return Note(slug([*([] if safety else [category]), *words[:FILED_KEY_WORDS]]), PROFILE, category, said, f"{said}.")
 
 
 def _found_in(sentence: str, today: date) -> list[Found]:
     found = [item for recognise in RECOGNISERS if (item := recognise(sentence, today))]
-    if any(item.note.tier == PROSPECTIVE for item in found):
-        found = [item for item in found if item.note.category not in {"goal", "schedule"}]
     return found
 
 
@@ -58,68 +92,6 @@ def _merge_same_keys(notes: list[Note]) -> list[Note]:
             summary = clip(f"{earlier.summary}; {lower_first(note.summary)}")
             merged[note.key] = replace(earlier, summary=summary, content=f"{earlier.content}\n{note.content}")
     return list(merged.values())
-
-
-# Schedules ---------------------------------------------------------------------------
-
-SCHEDULE_CUE = re.compile(
-    r"(?<!this )(?<!next )(?<!last )\b(?:(?:mon|tues|wednes|thurs|fri|satur|sun)days?|weekends?|weekdays?|mornings?"
-    r"|evenings?|afternoons?|lunchtimes?|nights|(?:night|day|early|late|evening|morning) shifts?|shift work"
-    r"|\d{1,2}(?::\d{2})?\s?(?:am|pm)|before work|after work|every day|daily|(?:once|twice|\w+ times) a week)\b",
-    re.IGNORECASE,
-)
-SCHEDULE_ACTIVITY = re.compile(
-    r"\b(?:train|training|work out|working out|run|running|lift|lifting|exercise|gym|swim|swimming|cycle|cycling"
-    r"|ride|practise|practice|play|free|available|busy|work|working|study|write|writing|walk|shifts?)\b",
-    re.IGNORECASE,
-)
-
-
-def _schedule(sentence: str, today: date) -> Found | None:
-    cue = SCHEDULE_CUE.search(sentence)
-    if not cue or PAST.search(sentence) or not SCHEDULE_ACTIVITY.search(sentence):
-        return None
-    subjects = [match.start() for match in FIRST_PERSON.finditer(sentence[: cue.start()])]
-    if not subjects and not FIRST_PERSON.search(sentence):
-        return None
-    start = subjects[-1] if subjects else 0
-    clause = sentence[start : clause_end(sentence, cue.end())]
-    note = Note("schedule", PROFILE, "schedule", clip(summarise_clause(clause)), as_sentence(third_person(sentence)))
-    return Found(start, note)
-
-
-# Goals -------------------------------------------------------------------------------
-
-GOAL = re.compile(
-    r"\bmy (?:main |big |biggest |long-term |ultimate |real )?(?:goal|aim|target|ambition|dream)"
-    r"(?: for this year| this year)? is (?:to )?"
-    r"|\bi(?:'d| would) (?:really )?(?:like|love) to "
-    r"|\bi (?:really )?want to "
-    r"|\bi(?:'m| am) (?:trying|aiming|hoping|working|training|determined|planning) (?:to|for|towards|toward) "
-    r"|\bi (?:hope|plan) to ",
-    re.IGNORECASE,
-)
-# "I want to know ..." asks for something now; it is not a goal.
-NOT_GOALS = frozenset(
-    """
-    know ask understand check see talk chat say tell hear thank clarify
-    """.split()  # noqa: SIM905 - a word list reads best as words
-)
-GOAL_KEY_WORDS = 3
-GOAL_FILLERS = frozenset({"able", "really", "finally"})
-
-
-def _goal(sentence: str, today: date) -> Found | None:
-    match = GOAL.search(sentence)
-    if not match:
-        return None
-    aim = sentence[match.end() : clause_end(sentence, match.end())].strip()
-    words = [word for word in re.findall(r"[\w-]+", aim.lower()) if word not in STOP_WORDS | GOAL_FILLERS]
-    if not words or aim.split()[0].lower() in NOT_GOALS:
-        return None
-    summary = clip(f"Goal: {lower_first(third_person(aim))}")
-    key = slug(["goal", *words[:GOAL_KEY_WORDS]])
-    return Found(match.start(), Note(key, PROFILE, "goal", summary, as_sentence(third_person(sentence))))
 
 
 # Coaching style ----------------------------------------------------------------------
@@ -275,16 +247,4 @@ def _undated_intention(sentence: str, today: date) -> Found | None:
     return Found(start, note)
 
 
-RECOGNISERS: tuple[Recogniser, ...] = (
-    injury,
-    activity_limit,
-    allergy,
-    intolerance,
-    medication,
-    diet,
-    _schedule,
-    _goal,
-    _coaching_style,
-    _intention,
-    _undated_intention,
-)
+RECOGNISERS: tuple[Recogniser, ...] = (_coaching_style, _intention, _undated_intention)

@@ -12,7 +12,6 @@ import re
 from datetime import date, datetime
 
 from offline_coach.phrasing import (
-    addressed_to_reader,
     join_words,
     lower_first,
     second_person_words,
@@ -45,12 +44,6 @@ def body_part(item: Remembered) -> str:
     if all(word in condition.split() for word in words):
         return " ".join(words)
     return second_person_words(condition)
-
-
-def injury_limit_of(summary: str) -> str | None:
-    """ "downhill running" for "No downhill running"; None without a "no ..." at its start."""
-    summary = summary.strip().rstrip(".")
-    return LIMIT_PREFIX.sub("", summary) if LIMIT_PREFIX.match(summary) else None
 
 
 def injury_limit(item: Remembered) -> str | None:
@@ -120,50 +113,6 @@ def about(item: Remembered) -> str:
     return lower_first(second_person_words(item.summary.rstrip(".")))
 
 
-def refer_back(item: Remembered) -> str:
-    """One sentence showing the coach remembers the item: "You mentioned your left shoulder, so ..."."""
-    category = item.category
-    if category == "injury":
-        limit = injury_limit(item)
-        plan = f"we'll keep {limit} out of the plan" if limit else "we'll work around it rather than through it"
-        return f"You mentioned your {body_part(item)}, so {plan}."
-    if category == "allergy":
-        return f"And since you're allergic to {allergens(item)}, any food ideas from me will leave them out."
-    if item.due_at or category == "project":
-        return f"And we'll keep {event(item)} in view as we plan."
-    if category == "goal":
-        return f"Everything we do is a step towards your goal: {goal(item)}."
-    addressed = addressed_to_reader(item.summary)
-    if category == "schedule" and addressed:
-        return f"We'll fit it around your week, since {addressed}."
-    if addressed:
-        return f"I'll keep in mind that {addressed}."
-    return f"I'll keep in mind what you told me: {lower_first(second_person_words(item.summary.rstrip('.')))}."
-
-
-def acknowledge(item: Remembered) -> str:
-    """One sentence taking in what the user just told the coach, in plain words."""
-    category = item.category
-    if category == "injury":
-        limit = injury_limit(item)
-        plan = f"we'll keep {limit} out of the plan" if limit else "we'll train around it, not through it"
-        return f"Thanks for telling me about your {body_part(item)}; {plan}."
-    if category == "allergy":
-        return f"Good to know you're allergic to {allergens(item)}; nothing I suggest will include them."
-    if item.due_at or category == "project":
-        return f"Good luck with {event(item)}; we'll work back from the date so you're ready."
-    if category == "goal":
-        return f"That's a great goal ({goal(item)}), and we'll work towards it step by step."
-    if category == "feedback":
-        return _acknowledge_style(item.summary.lower())
-    addressed = addressed_to_reader(item.summary)
-    if category in {"constraint", "schedule"} and addressed:
-        return f"Got it: {addressed}, and I'll plan around that."
-    if category == "constraint" and (limit := injury_limit_of(item.summary)):
-        return f"Got it: no {limit}, and I'll plan around that."
-    return "Thanks, that's useful to know."
-
-
 def mentioned_in(item: Remembered, text: str) -> bool:
     """Whether `text` already talks about the item: its phrase, its summary or every distinctive key word."""
     lower = text.lower()
@@ -172,15 +121,3 @@ def mentioned_in(item: Remembered, text: str) -> bool:
     words = [word for word in item.key.split("-") if word not in MONTH_WORDS | KEY_FILLERS and len(word) > 2]
     words = [word for word in words if not word.isdigit()]
     return bool(words) and all(re.search(rf"\b{re.escape(word)}", lower) for word in words)
-
-
-def _acknowledge_style(summary: str) -> str:
-    if "blunt" in summary or "direct" in summary:
-        return "Understood: straight talk from here on, no sugar-coating."
-    if "short" in summary:
-        return "Understood, short and to the point from here."
-    if "detail" in summary:
-        return "Understood, I'll explain the why behind each suggestion from now on."
-    if "gentle" in summary or "encourag" in summary:
-        return "Understood, we'll keep things gentle and encouraging."
-    return "Understood, I'll coach you that way from here."

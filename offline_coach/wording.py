@@ -22,7 +22,7 @@ from offline_coach.phrasing import (
     swap_person,
 )
 from offline_coach.prompt import Remembered
-from offline_coach.relevance import TOPICS
+from paste_splitter import domains_of
 
 # First person -> second: what the person wrote about themselves, said back to them.
 SECOND_PERSON = {
@@ -37,11 +37,13 @@ SECOND_PERSON = {
     "my": "your",
     "mine": "yours",
     "myself": "yourself",
+    "we": "you",
+    "our": "your",
 }
 # A condition a summary may open with: "Allergic to peanuts" -> "you're allergic to peanuts".
 STATE = re.compile(
     r"^(?:allergic|intolerant|vegan|vegetarian|diabetic|asthmatic|pregnant|coeliac|celiac|lactose intolerant"
-    r"|recovering|injured|training|working|studying|learning|preparing|giving|writing|running|busy|new)\b",
+    r"|recovering|injured|training|working|studying|learning|preparing|giving|writing|running|busy|new to)\b",
     re.IGNORECASE,
 )
 # A part of the body with what is wrong with it: "Bad left knee" -> "you have a bad left knee".
@@ -66,7 +68,8 @@ def clause(item: Remembered, *, about: str = "") -> str | None:
     """The item as a clause addressed to the person ("you're allergic to peanuts"), without a
     capital or a full stop, to go inside a sentence; None when no rule rewords it safely.
     With `about` (a message), the sentence of the note that concerns it is the one used."""
-    for text in _candidates(item, about):
+    # The note itself last: "They had their hip replaced" where the summary is in no shape a rule knows.
+    for text in [*_candidates(item, about), *sentences(item.content)[:1]]:
         reworded = _reworded(text)
         if reworded and len(reworded) <= MAX_CLAUSE_CHARS and not PASTED.search(reworded):
             return reworded
@@ -81,18 +84,6 @@ def each_clause(item: Remembered) -> list[str] | None:
     return [part for part in reworded if part]
 
 
-def quoted(item: Remembered, *, about: str = "") -> str:
-    """The item as a note of what was said, in a sentence of its own: You told me: “…”."""
-    text = _candidates(item, about)[0].rstrip(" .")
-    return f"You told me: \u201c{text}.\u201d"
-
-
-def said_back(item: Remembered, *, about: str = "") -> str:
-    """A whole sentence recalling the item: reworded where a rule can, else quoted."""
-    reworded = clause(item, about=about)
-    return f"You told me {reworded}." if reworded else quoted(item, about=about)
-
-
 def used_in(item: Remembered, reply: str) -> bool:
     """Whether a reply already brought the item up: most of its summary's content words are in it."""
     wanted = set(words(item.summary))
@@ -104,8 +95,8 @@ def _candidates(item: Remembered, about: str) -> list[str]:
     parts = [normalise(part) for part in sentences(item.summary)]
     if len(parts) > 1 and about:
         # Only the part the message is about: the shin, not the peanuts, for a training plan.
-        touched = [topic for topic in TOPICS if topic.message.search(about)]
-        parts.sort(key=lambda part: not any(topic.memory.search(part) for topic in touched))
+        touched = domains_of(about)
+        parts.sort(key=lambda part: not (domains_of(part) & touched))
     return parts or [normalise(item.summary)]
 
 

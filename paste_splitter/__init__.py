@@ -10,16 +10,19 @@ it must know of the app's memories (the longest summary) as an argument.
 from __future__ import annotations
 
 from paste_splitter.categories import CATEGORIES, TIERS, Heading, safety_category
+from paste_splitter.domains import SAFETY_DOMAINS, domains_of
 from paste_splitter.lines import heading, is_chatter, plain
 from paste_splitter.split import PastedFact, PasteSplit, clip, split_paste
 
 __all__ = [
     "CATEGORIES",
+    "SAFETY_DOMAINS",
     "TIERS",
     "Heading",
     "PasteSplit",
     "PastedFact",
     "clip",
+    "domains_of",
     "heading",
     "is_chatter",
     "plain",

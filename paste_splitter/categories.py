@@ -58,22 +58,35 @@ def heading_of(words: str) -> Heading:
     return Heading(category=categories.pop() if len(categories) == 1 else None, tier=tier, label=words)
 
 
+BODY_PARTS = "knee|back|shoulder|ankle|hip|wrist|elbow|neck|foot|hamstring|calf|shin|finger|achilles|groin|thumb"
 SAFETY_WORDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (category, re.compile(pattern, re.IGNORECASE))
+    (category, re.compile(pattern.replace("{part}", BODY_PARTS), re.IGNORECASE))
     for category, pattern in (
         ("allergy", r"\ballerg|\banaphyla|\bepi-?pen|\bintoleran(?:t|ce)\b|\bc(?:o)?eliac"),
         (
             "injury",
             r"\binjur|\bsprain|\bstrained\b|\btorn\b|\bfractur|\bbroken\b|\bdislocat|\btendin|\bligament|\bacl\b"
-            r"|\bmeniscus|\bsciatica|\bhernia"
-            r"|\b(?:bad|sore|weak|dodgy|injured|stiff|painful) (?:left |right |lower |upper )?"
-            r"(?:knee|back|shoulder|ankle|hip|wrist|elbow|neck|foot|hamstring|calf)",
+            r"|\bmeniscus|\bsciatica|\bhernia|\bimpingement|\btor[en]\b|\btear\b|\bbroke\b|\bpulled (?:my|a)\b"
+            r"|\b(?:bad|sore|weak|dodgy|injured|stiff|painful|tweaked) (?:left |right |lower |upper )?(?:{part})"
+            r"|\b(?:{part})s? (?:replaced|replacement|hurts?|aches?|is (?:sore|injured|painful))"
+            r"|\b(?:hurt|injured|strained|twisted|sprained|pulled|tweaked|broke) (?:my|your|their) "
+            r"(?:(?:left|right|lower|upper) )?(?:{part})",
         ),
         (
             "medical",
             r"\basthma|\bdiabet|\bblood pressure|\bhypertension|\bmedication|\bmedicine\b|\bdiagnos|\bpregnan"
             r"|\bmigraine|\bepilep|\bheart (?:condition|disease|problem)|\banxiety|\bdepress|\badhd\b|\binsulin"
-            r"|\bthyroid|\barthritis|\bchronic\b|\bsurgery|\bdisorder\b|\bsyndrome",
+            r"|\bthyroid|\barthritis|\bchronic\b|\bsurgery|\bdisorder\b|\bsyndrome|\binhaler|\bblood thinner"
+            r"|\bbeta[- ]blocker|\bstatins?\b|\bantidepressant|\bsteroid|\bwarfarin|\bmetformin|\blevothyroxine"
+            r"|\bmeds\b",
+        ),
+        (
+            # Food they will not eat, and what they must not do: kept as safely as an allergy.
+            "constraint",
+            r"\b(?:vegetarian|vegan|pescatarian|pescetarian|plant-based|teetotal|halal|kosher)\b"
+            r"|\b(?:don't|do not|never|can't|cannot|won't) (?:eat|drink)\b"
+            r"|^(?:please,?\s+)?(?:no|avoid|avoiding)\s+(?:\w+\s+){0,2}(?:\w+ing|squats|lunges|burpees|deadlifts|sprints"
+            r"|hills|jumps|hangs|presses)\b|\b(?:can't|cannot|shouldn't|mustn't) do\b|\bnot allowed to\b",
         ),
     )
 )
@@ -83,7 +96,7 @@ OTHER_WORDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         (
             "goal",
             r"\bgoals?\b|\baim(?:s|ing)? (?:to|for)\b|\bwants? to\b|\bwould like to\b|\bhop(?:es|ing) to\b"
-            r"|\btraining for\b|\bworking towards?\b|\bplans? to\b|\bdreams? of\b",
+            r"|\btraining for\b|\bworking towards?\b|\bplans? to\b|\bdreams? of\b|\btrying to\b",
         ),
         (
             "background",

@@ -102,11 +102,10 @@ def test_with_nothing_found_it_says_it_does_not_have_it_rather_than_guess(client
     assert "I don't have that from our earlier conversations" in message.content
 
 
-def test_without_the_look_back_offered_it_answers_without_one(client: openai.OpenAI) -> None:
+def test_without_the_look_back_offered_it_searches_only_its_memories(client: openai.OpenAI) -> None:
     message = answer(client, said("What did I say about my knee?"), tools=TOOLS[:3])
 
-    assert not message.tool_calls
-    assert message.content
+    assert [call.function.name for call in message.tool_calls] == ["search_memories"]
 
 
 def test_a_plain_statement_is_not_a_reason_to_look_back(client: openai.OpenAI) -> None:

@@ -1,6 +1,6 @@
 """How the offline coach says a remembered note back, and which notes a reply uses.
 
-Pure functions of the coach, no server: the walk (test_offline_walk) shows them in the app.
+Pure functions of the coach, no server: the walk (test_demo_walk) shows them in the app.
 """
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from offline_coach import relevance
+from offline_coach.listening import brought_up
+from offline_coach.phrasing import join_words
 from offline_coach.prompt import Remembered
-from offline_coach.relevance import relevant
-from offline_coach.wording import PASTED, clause, each_clause, said_back
+from offline_coach.wording import PASTED, clause, each_clause
 
 KNEE = Remembered(key="injury-1", summary="Bad left knee", category="injury", tier="profile")
 ONBOARDING = Remembered(
@@ -53,9 +53,8 @@ def test_a_note_is_reworded_to_the_person_without_its_full_stop(summary: str, sa
     assert clause(note(summary)) == said
 
 
-def test_text_no_rule_rewords_is_quoted_as_a_note_of_what_they_said() -> None:
+def test_text_no_rule_rewords_is_not_pasted_into_a_sentence() -> None:
     assert clause(note("Talk in July now")) is None
-    assert said_back(note("Talk in July now")) == "You told me: \u201cTalk in July now.\u201d"
 
 
 def test_a_note_of_two_facts_gives_the_one_the_message_is_about() -> None:
@@ -80,10 +79,9 @@ WORDS = st.sampled_from(PIECES.split())
 def test_whatever_a_note_says_a_reworded_clause_never_reads_pasted(summary: str) -> None:
     reworded = clause(note(summary))
     assert reworded is None or not PASTED.search(reworded)
-    assert said_back(note(summary)).endswith((".", ".\u201d"))
 
 
-# Which notes a reply uses ---------------------------------------------------------------
+# Which notes a reply brings up -----------------------------------------------------------
 
 
 def keys(items: list[Remembered]) -> list[str]:
@@ -91,49 +89,49 @@ def keys(items: list[Remembered]) -> list[str]:
 
 
 def test_food_brings_up_the_allergy_and_not_the_knee() -> None:
-    assert keys(relevant("What should I eat the night before a long run?", EVERYTHING)) == ["allergy-1"]
+    assert keys(brought_up("What should I eat the night before a long run?", found=[], known=EVERYTHING)) == [
+        "allergy-1"
+    ]
 
 
-def test_training_brings_up_the_injuries_then_what_is_close_in_meaning() -> None:
-    used = keys(relevant("Can you plan my training week?", EVERYTHING))
+def test_training_brings_up_the_injury_then_what_shares_its_words_then_its_schedule() -> None:
+    used = keys(brought_up("Can you plan my training week?", found=[RACE, TALK], known=EVERYTHING))
 
-    assert used[:2] in (["injury-1", "allergy-1"], ["allergy-1", "injury-1"])
-    assert used[2:] == ["half-marathon-april"]
+    assert used == ["injury-1", "half-marathon-april", "schedule"]
 
 
 def test_a_limit_on_training_comes_up_for_training_and_not_for_food() -> None:
     downhill = Remembered(key="constraint-1", summary="No downhill running", category="constraint")
 
-    assert relevant("Plan my long run", [downhill]) == [downhill]
-    assert relevant("What should I eat tonight?", [downhill]) == []
+    assert brought_up("Plan my long run", found=[], known=[downhill]) == [downhill]
+    assert brought_up("What should I eat tonight?", found=[], known=[downhill]) == []
 
 
 def test_sleep_brings_up_the_night_shifts() -> None:
-    assert keys(relevant("I keep sleeping badly. Any advice?", EVERYTHING)) == ["schedule"]
+    assert keys(brought_up("I keep sleeping badly. Any advice?", found=[], known=EVERYTHING)) == ["schedule"]
 
 
 def test_a_message_that_touches_nothing_brings_up_nothing_and_style_never_comes_up() -> None:
-    assert relevant("I had coffee.", EVERYTHING) == []
-    assert relevant("Keep your answers short, please", [STYLE]) == []
+    assert brought_up("I had coffee.", found=[STYLE], known=EVERYTHING) == []
+    assert brought_up("Keep your answers short, please", found=[STYLE], known=[STYLE]) == []
 
 
-def test_what_earlier_replies_used_goes_after_what_they_did_not() -> None:
-    sore = Remembered(key="injury-2", summary="Sore right ankle", category="injury")
-    first = keys(relevant("Plan my run", [KNEE, sore]))
+def test_what_a_reply_brought_up_comes_again_only_when_asked_about_or_it_keeps_them_safe() -> None:
+    earlier = ["You told me you're training for a half marathon in April. And you have a bad left knee."]
 
-    again = keys(relevant("Plan my run", [KNEE, sore], used_before=[first[0]]))
+    told = brought_up("I bought new shoes for training.", found=[RACE], known=[KNEE, RACE], earlier=earlier)
+    asked = brought_up("How is my training going?", found=[RACE], known=[KNEE, RACE], earlier=earlier)
 
-    assert again == [first[1], first[0]]
+    assert told == []
+    assert keys(asked) == ["injury-1", "half-marathon-april"]
 
 
-def test_at_most_three_are_used() -> None:
+def test_at_most_three_are_brought_up() -> None:
     injuries = [Remembered(key=f"injury-{n}", summary=f"Sore knee number {n}", category="injury") for n in range(5)]
 
-    assert len(relevant("Plan my training", injuries)) == 3
+    assert len(brought_up("Plan my training", found=[], known=injuries)) == 3
 
 
-def test_without_minilm_closeness_is_the_bag_of_words(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(relevance.minilm, "is_available", lambda: False)
-
-    assert keys(relevant("What about my talk in June?", EVERYTHING)) == ["talk-june"]
-    assert relevant("Any thoughts on the slides?", [TALK]) == []
+def test_a_list_names_each_thing_once() -> None:
+    assert join_words(["shellfish", "shellfish", "shellfish"]) == "shellfish"
+    assert join_words(["shellfish", "peanuts", "shellfish"]) == "shellfish and peanuts"
