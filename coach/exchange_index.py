@@ -9,7 +9,8 @@ another model than EMBEDDING_MODEL (it changed) is embedded again, as memories a
 embedding failure leaves the exchange unindexed, to be tried again then; it never fails a
 turn. Nothing of a conversation that is not remembered is embedded, nor anything of a
 person while their memory is off, nor, ever, an exchange held while it was off. Only
-vectors are written here; the words stay in their encrypted columns. Never inside a
+vectors and keyed hashes of the words (infra/hashed_words.py) are written here; the words
+stay in their encrypted columns. Never inside a
 transaction while waiting on the model.
 """
 
@@ -26,6 +27,7 @@ from django.utils import timezone
 
 from coach.models import ChatSession, ConversationEmbedding, Message
 from infra import llm
+from infra.hashed_words import hashed_words
 
 Kind = ConversationEmbedding.Kind
 # Texts per embedding request: a 600-turn conversation is three requests.
@@ -38,6 +40,8 @@ class _Pending:
 
     session_id: int
     text: str
+    # What it is found by in words: the whole exchange, the person's words and the reply.
+    words: str = ""
     message_id: int | None = None
     reply_id: int | None = None
     text_at: datetime | None = None
@@ -54,6 +58,13 @@ def exchange_text(*, said: str, answered: str) -> str:
     coach's way of speaking (measured on LoCoMo by bin/bench locomo)."""
     if len(said.split()) >= SAID_ALONE_WORDS or not answered.strip():
         return said
+    return f"{said}\n{answered}"
+
+
+def exchange_words(*, said: str, answered: str) -> str:
+    """What an exchange is found by in words: all of it, the person's words and the reply.
+    Unlike its meaning, words do not drift towards the coach's way of speaking: a word of
+    the question in the reply ("your knee") is as telling as in the person's message."""
     return f"{said}\n{answered}"
 
 
@@ -157,6 +168,7 @@ def _exchanges_after(user_id: int, model: str, after_pk: int, limit: int) -> lis
             _Pending(
                 session_id=message.session_id,
                 text=text,
+                words=exchange_words(said=message.content, answered=reply.content if reply else ""),
                 message_id=message.pk,
                 reply_id=reply.pk if reply else None,
             )
@@ -173,7 +185,7 @@ def _summaries_after(user_id: int, model: str, after_pk: int, limit: int) -> lis
     )
     # An empty summary (nothing was said, or memory was off when it ended) is walked past,
     # with nothing to embed.
-    return [_Pending(session_id=s.pk, text=s.summary, text_at=s.summarised_at) for s in sessions]
+    return [_Pending(session_id=s.pk, text=s.summary, words=s.summary, text_at=s.summarised_at) for s in sessions]
 
 
 def _embedded(batch: list[_Pending], *, user_id: int, kind: str, model: str) -> int:
@@ -207,6 +219,7 @@ def _embedded(batch: list[_Pending], *, user_id: int, kind: str, model: str) -> 
                     reply_id=item.reply_id,
                     embedding=embedding.vector,
                     embedding_model=embedding.model,
+                    words=hashed_words(user_id, item.words),
                     text_at=item.text_at,
                     embedded_at=now,
                 )

@@ -1,4 +1,5 @@
-"""The memory tools that read: a search by meaning, and full notes opened by key."""
+"""The memory tools that read: a search by words and meaning (memory/retrieval.py), and full
+notes opened by key."""
 
 from __future__ import annotations
 
@@ -20,7 +21,12 @@ def search_memories(context: ToolContext, *, query: str, limit: int | None) -> d
     embedding = embed_query(query)
     embedded_alike(context, embedding.model)
     found = memories_by_similarity(
-        user=context.user, vector=embedding.vector, model=embedding.model, limit=limit, in_use_only=True
+        user=context.user,
+        vector=embedding.vector,
+        model=embedding.model,
+        text=query,
+        limit=limit,
+        in_use_only=True,
     )
     if not found:
         require_memory_on(context)
@@ -33,6 +39,7 @@ def search_memories(context: ToolContext, *, query: str, limit: int | None) -> d
                 "category": s.memory.category,
                 "summary": s.memory.summary,
                 "similarity": s.similarity,
+                "found_by": s.why.says(),
             }
             for s in found
         ],

@@ -62,6 +62,7 @@ def test_the_coachs_notes_that_read_like_onboarding_answers_are_offered_to_merge
 ) -> None:
     settings.EMBEDDING_MODEL = embedding_model
     settings.MEMORY_DEDUP_THRESHOLD = settings.CALIBRATED_DEDUP_THRESHOLDS.get(embedding_model, 0.8)
+    settings.MEMORY_DEDUP_FAR_THRESHOLD = settings.CALIBRATED_DEDUP_FAR_THRESHOLDS.get(embedding_model, 0.95)
     knee = onboarding_memory(user, "knee", "injury", "Bad left knee")
     peanuts = onboarding_memory(user, "peanuts", "allergy", "Allergic to peanuts")
     # The coach saves both through the real tool path, in one turn.
