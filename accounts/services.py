@@ -35,8 +35,10 @@ from infra.cache import cache_delete_matching
 from memory.drafts import MemoryDraft
 from memory.embeddings import memory_text
 from memory.models import SUMMARY_MAX_CHARS, Memory, MemoryProposal
+from memory.overlaps import overlaps_offer
 from memory.proposals import proposal_confirm
-from memory.services import memory_delete, memory_delete_all, memory_save
+from memory.selectors import SimilarMemory
+from memory.services import memory_add_by_user, memory_delete, memory_delete_all, memory_save
 from memory.undo import DeletedMemory
 
 logger = logging.getLogger(__name__)
@@ -117,6 +119,13 @@ QUESTIONS = (
 # A typed allergy label says something the fact needs: "allergies: peanuts" reads
 # "Allergic to peanuts".
 ALLERGY_LABELS = frozenset({"allergy", "allergies", "allergic", "allergic to", "food allergy", "food allergies"})
+
+
+def memory_add_by_person(*, user: User, draft: MemoryDraft) -> tuple[Memory, list[SimilarMemory]]:
+    """A memory the person typed on the memory page, kept for good; and the memories it
+    reads like, offered there to merge or keep both (never a reason not to save it)."""
+    memory = memory_add_by_user(user=user, draft=draft)
+    return memory, overlaps_offer(user=user, memory=memory)
 
 
 def memory_delete_by_person(*, user: User, memory_id: int) -> DeletedMemory:

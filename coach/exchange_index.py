@@ -228,3 +228,33 @@ def _embedded(batch: list[_Pending], *, user_id: int, kind: str, model: str) -> 
             ignore_conflicts=True,
         )
     return len(created)
+
+
+def exchange_words_rehash(*, batch_size: int = EMBED_BATCH_SIZE) -> int:
+    """Hash the words of every indexed exchange and summary again, under the current
+    FIELD_LOOKUP_KEY (rotate_encryption_keys, after it changed): what a search by words
+    looks for is hashed under it. Returns how many changed. A batch at a time, each its own
+    short transaction."""
+    changed, last = 0, 0
+    while True:
+        with transaction.atomic():
+            batch = list(
+                ConversationEmbedding.objects.select_for_update(of=("self",))
+                .filter(pk__gt=last, embedding__isnull=False)
+                .select_related("session", "message", "reply")
+                .only("pk", "user_id", "kind", "words", "session__summary", "message__content", "reply__content")
+                .order_by("pk")[:batch_size]
+            )
+            if not batch:
+                return changed
+            for row in batch:
+                if row.kind == Kind.SUMMARY:
+                    text = row.session.summary
+                else:
+                    said = row.message.content if row.message is not None else ""
+                    text = exchange_words(said=said, answered=row.reply.content if row.reply is not None else "")
+                words = hashed_words(row.user_id, text)
+                if words != row.words:
+                    ConversationEmbedding.objects.filter(pk=row.pk).update(words=words)
+                    changed += 1
+        last = batch[-1].pk

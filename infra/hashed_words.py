@@ -56,6 +56,8 @@ UNSPACED = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf
 # Apostrophes inside words ("don't", "Caroline's") join, rather than split, them.
 APOSTROPHE = re.compile(r"(?<=[^\W_])['\u2019](?=[^\W_])")
 MIN_STEM_LETTERS = 3
+# English suffixes are stripped from words of Latin letters alone ("Rönnells" too).
+LATIN = re.compile(r"[a-z\u00df-\u00ff\u0100-\u024f]+")
 
 
 if TYPE_CHECKING:
@@ -66,12 +68,18 @@ else:
 
 def words(text: str) -> list[str]:
     """The words `text` is found by, in order: lower-cased, stemmed, stop words left out."""
-    found: list[str] = []
+    return [word for word, _ in words_as_written(text)]
+
+
+def words_as_written(text: str) -> list[tuple[str, str]]:
+    """Each word of `words(text)` with the form it was written in (lower-cased): what a
+    match is told back as ("reading", not "read")."""
+    found: list[tuple[str, str]] = []
     for token in WORD.findall(APOSTROPHE.sub("", text.casefold())):
         if UNSPACED.search(token):
-            found += _unspaced(token)
+            found += [(part, part) for part in _unspaced(token)]
         elif token not in STOP_WORDS:
-            found.append(stem(token))
+            found.append((stem(token), token))
     return found
 
 
@@ -95,7 +103,7 @@ def stem(word: str) -> str:
     """English inflections stripped from longer words: "hangs", "hanging" and "hanged" are
     "hang"; "injuries" and "injury" are "injury"; "pressing" stays "press". Light on
     purpose: it never merges two words a person would call different."""
-    if len(word) <= 3 or not word.isascii():
+    if len(word) <= 3 or not LATIN.fullmatch(word):
         return word
     if word.endswith("'s"):
         word = word[:-2]
@@ -138,10 +146,10 @@ def query_words(user_id: int, text: str, *, most: int | None = None) -> dict[str
     what a search looks for, and how a match is told back in words."""
     most = most or QUERY_MAX_WORDS
     found: dict[str, str] = {}
-    for word in words(text):
+    for word, written in words_as_written(text):
         digest = word_hash(user_id, word)
         if digest not in found:
-            found[digest] = word
+            found[digest] = written
             if len(found) >= most:
                 break
     return found
