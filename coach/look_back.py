@@ -176,22 +176,30 @@ def _summaries_held(items: list[LookedBack]) -> list[LookedBack]:
 
 # A turn a window may show: the person's answered message, or a whole reply; never one of
 # an exchange kept out of the look-back (held while memory was off), nor its reply.
-_SHOWN = """x.session_id = r.session_id
+_SHOWN = """x.session_id = top.session_id
     AND ((x.role = 'user' AND x.status = 'answered') OR (x.role = 'assistant' AND x.status IN ('complete', 'limited')))
     AND NOT EXISTS (
         SELECT 1 FROM {index} k WHERE k.kind = 'exchange' AND k.embedding IS NULL
         AND k.message_id = coalesce(x.reply_to_id, x.id)
     )"""
 
-_LOOK_BACK = """WITH {ranked}
-SELECT r.id, r.kind, r.session_id, r.message_id, f.matched, f.meaning_rank, {similarity},
-    s.title, s.created_at, CASE WHEN r.kind = 'summary' THEN s.summary END, m.created_at,
-    w.ids, w.roles, w.contents
-FROM found f
-JOIN {index} r ON r.id = f.id
-JOIN {sessions} s ON s.id = r.session_id
-JOIN {people} u ON u.id = r.user_id AND u.memory_enabled
-LEFT JOIN {messages} m ON m.id = r.message_id
+_LOOK_BACK = """WITH {ranked},
+top AS (
+    -- The best first, in conversations remembered, of a person with memory on; only these
+    -- few are then read with their turns (decrypting them is the costly part).
+    SELECT r.id, r.kind, r.session_id, r.message_id, f.matched, f.meaning_rank, f.fused, {similarity} AS near,
+        s.title, s.created_at AS began_at, CASE WHEN r.kind = 'summary' THEN s.summary END AS summary
+    FROM found f
+    JOIN {index} r ON r.id = f.id
+    JOIN {sessions} s ON s.id = r.session_id AND s.remembered
+    JOIN {people} u ON u.id = r.user_id AND u.memory_enabled
+    ORDER BY f.fused DESC, r.id
+    LIMIT %(limit)s
+)
+SELECT top.id, top.kind, top.session_id, top.message_id, top.matched, top.meaning_rank, top.near,
+    top.title, top.began_at, top.summary, m.created_at, w.ids, w.roles, w.contents
+FROM top
+LEFT JOIN {messages} m ON m.id = top.message_id
 LEFT JOIN LATERAL (
     SELECT array_agg(t.id ORDER BY t.created_at, t.id) AS ids, array_agg(t.role ORDER BY t.created_at, t.id) AS roles,
         array_agg(t.content ORDER BY t.created_at, t.id) AS contents
@@ -202,20 +210,19 @@ LEFT JOIN LATERAL (
         UNION ALL (SELECT x.id, x.role, x.content, x.created_at FROM {messages} x WHERE {shown}
             AND (x.created_at, x.id) > (m.created_at, m.id) ORDER BY x.created_at, x.id LIMIT %(after)s)
     ) t
-) w ON r.kind = 'exchange'
-ORDER BY f.fused DESC, r.id
-LIMIT %(limit)s"""
+) w ON top.kind = 'exchange'
+ORDER BY top.fused DESC, top.id"""
 
 
 def _corpus() -> Corpus:
     return Corpus(
         table=ConversationEmbedding._meta.db_table,
-        # A row without an embedding is an exchange kept out of the look-back for good.
+        # A row without an embedding is an exchange kept out of the look-back for good. (A
+        # conversation not remembered is never indexed; should one be, the final join drops it.)
         where=sql.SQL(
             "r.embedding IS NOT NULL "
-            "AND (%(current_session_id)s::bigint IS NULL OR r.session_id <> %(current_session_id)s::bigint) "
-            "AND EXISTS (SELECT 1 FROM {sessions} rs WHERE rs.id = r.session_id AND rs.remembered)"
-        ).format(sessions=table(ChatSession)),
+            "AND (%(current_session_id)s::bigint IS NULL OR r.session_id <> %(current_session_id)s::bigint)"
+        ),
     )
 
 

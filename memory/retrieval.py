@@ -137,7 +137,10 @@ def ranked(corpus: Corpus) -> sql.Composed:
 # Each ranking reads the person's rows alone, through an index on the person (the words'
 # GIN index holds hashes of the person's own words): never another person's row.
 _RANKED = """
-candidates AS (
+terms AS MATERIALIZED (
+    SELECT q.hash, q.hash::tsquery AS one FROM unnest(%(hashes)s::text[]) AS q(hash)
+),
+candidates AS MATERIALIZED (
     SELECT r.id, {words} AS words, length({words}) AS length FROM {rows} r
     WHERE {person} = %(user_id)s AND {words} @@ %(any_word)s::tsquery AND ({where})
 ),
@@ -145,35 +148,43 @@ searched AS (
     -- How many rows the person has: what a word's rarity is counted against.
     SELECT count(*) AS total FROM {rows} r WHERE {person} = %(user_id)s AND %(any_word)s::tsquery IS NOT NULL
 ),
-hits AS (
-    SELECT c.id, c.length, q.hash FROM candidates c
-    JOIN unnest(%(hashes)s::text[]) AS q(hash) ON c.words @@ q.hash::tsquery
-),
-rarity AS (
-    SELECT h.hash, ln(1 + (s.total - count(*) + 0.5) / (count(*) + 0.5)) AS idf
-    FROM hits h CROSS JOIN searched s GROUP BY h.hash, s.total
+rarity AS MATERIALIZED (
+    SELECT t.hash, t.one, ln(1 + (s.total - d.found + 0.5) / (d.found + 0.5)) AS idf
+    FROM terms t CROSS JOIN searched s
+    CROSS JOIN LATERAL (SELECT count(*) AS found FROM candidates c WHERE c.words @@ t.one) d
+    WHERE d.found > 0
 ),
 by_words AS (
-    SELECT h.id, array_agg(h.hash) AS matched, row_number() OVER (
-        ORDER BY sum(w.idf * (%(k1)s + 1) / (1 + %(k1)s * (1 - %(b)s + %(b)s * h.length / a.mean))) DESC, h.id
-    ) AS word_rank
-    FROM hits h JOIN rarity w USING (hash)
-    CROSS JOIN (SELECT greatest(avg(length), 1) AS mean FROM candidates) a
-    GROUP BY h.id, h.length, a.mean
-    ORDER BY word_rank LIMIT %(depth)s
+    SELECT top.id, top.matched, row_number() OVER (ORDER BY top.score DESC, top.id) AS word_rank
+    FROM (
+        SELECT c.id, m.matched,
+            m.weight * (%(k1)s + 1) / (1 + %(k1)s * (1 - %(b)s + %(b)s * c.length / a.mean)) AS score
+        FROM candidates c
+        CROSS JOIN (SELECT greatest(avg(length), 1) AS mean FROM candidates) a
+        CROSS JOIN LATERAL (
+            SELECT sum(w.idf) AS weight, array_agg(w.hash) AS matched FROM rarity w WHERE c.words @@ w.one
+        ) m
+        ORDER BY score DESC, c.id LIMIT %(depth)s
+    ) top
 ),
 by_meaning AS (
-    SELECT r.id, row_number() OVER (ORDER BY {embedding} <=> %(vector)s::vector, r.id) AS meaning_rank
-    FROM {rows} r
-    WHERE {person} = %(user_id)s AND {model} = %(model)s AND {embedding} IS NOT NULL
-      AND %(vector)s::vector IS NOT NULL AND ({where})
-    ORDER BY {embedding} <=> %(vector)s::vector, r.id LIMIT %(depth)s
+    SELECT near.id, row_number() OVER (ORDER BY near.distance, near.id) AS meaning_rank
+    FROM (
+        SELECT r.id, {embedding} <=> %(vector)s::vector AS distance FROM {rows} r
+        WHERE {person} = %(user_id)s AND {model} = %(model)s AND {embedding} IS NOT NULL
+          AND %(vector)s::vector IS NOT NULL AND ({where})
+        ORDER BY distance, r.id LIMIT %(depth)s
+    ) near
 ),
 found AS (
     SELECT coalesce(w.id, m.id) AS id, w.word_rank, m.meaning_rank, w.matched,
         coalesce(1.0 / (%(rrf_k)s + w.word_rank), 0) + coalesce(1.0 / (%(rrf_k)s + m.meaning_rank), 0) AS fused
     FROM by_words w FULL OUTER JOIN by_meaning m ON m.id = w.id
 )"""
+
+
+# BM25 with each word counted once a row (a row's words are short: a note, an exchange),
+# so a row's score is the sum of its matching words' rarity, damped by its length.
 
 
 def similarity(corpus: Corpus, alias: str = "r") -> sql.Composed:
