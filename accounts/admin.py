@@ -17,8 +17,8 @@ from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.utils.html import format_html_join
 
+from accounts.forgetting import account_delete
 from accounts.models import User
-from accounts.services import account_delete
 from accounts.staff_actions import password_reset_link_send_by_staff
 from coach.models import ChatSession, Message
 from emails.models import Email, EmailPreference

@@ -24,6 +24,7 @@ from pgvector.django import VectorField
 from accounts.models import User
 from accounts.pages import WRITTEN_BY
 from coach.models import ChatSession, Message
+from coach.prompting import KEPT_PROMPT_FIELDS
 from emails.models import Email, EmailPreference
 from memory.models import Memory, MemoryEvent, MemoryProposal, PrivateTextViewing
 from memory.policy import protection_reason
@@ -71,6 +72,17 @@ NOT_EXPORTED = {
 # A password hash, and the keyed hash by which a memory's key is found: neither is the
 # person's data, and neither means anything outside this app.
 _NEVER = frozenset({"password", "key_digest"})
+# The app's own working state on a row, no part of what the person said or was told: which
+# process answers a message or sends an email, its claim and heartbeat, a conversation's
+# kept system prompt (the instructions around the memories exported here) and how it was
+# assembled, and where its history starts.
+_INTERNAL = {
+    "coach.message": frozenset(
+        {"attempt", "claimed_at", "claimed_by", "heartbeat_at", "waiting_since", "client_id", "continues_reply_id"}
+    ),
+    "coach.chatsession": frozenset({*KEPT_PROMPT_FIELDS, "summary_claimed_at", "history_from_id"}),
+    "emails.email": frozenset({"claimed_at", "claimed_by", "claim_token", "body_sent_at", "attempts"}),
+}
 
 
 def account_export(*, user: User, now: datetime) -> dict[str, Any]:
@@ -90,7 +102,8 @@ def account_export(*, user: User, now: datetime) -> dict[str, Any]:
         "format": FORMAT,
         "version": VERSION,
         "exported_at": now.isoformat(),
-        "not_included": "embeddings (numbers computed from the text below) and your password's hash",
+        "not_included": "embeddings (numbers computed from the text below), your password's hash, and the "
+        "app's own working state (which process answers a message, the instructions around your memories)",
         "profile": _row(user),
         "email_addresses": [_row(a) for a in EmailAddress.objects.filter(user=user).order_by("pk")],
         "email_preferences": _row(preference) if preference else None,
@@ -139,8 +152,9 @@ def _event(event: MemoryEvent) -> dict[str, Any]:
 
 def _row(instance: models.Model, *, skip: frozenset[str] | set[str] = frozenset()) -> dict[str, Any]:
     row = {}
+    internal = _INTERNAL.get(instance._meta.label_lower, frozenset())
     for field in instance._meta.concrete_fields:
-        if field.name in _NEVER or field.name in skip or isinstance(field, VectorField):
+        if field.name in _NEVER or field.name in internal or field.name in skip or isinstance(field, VectorField):
             continue
         row[field.attname] = _plain(getattr(instance, field.attname))
     return row

@@ -36,6 +36,10 @@ else:
 DUE_TIME = time(9, 0)
 
 
+# What a person may file a memory under: a weekly summary is the app's to write.
+WRITABLE_CATEGORIES = [(value, label) for value, label in Category.choices if value != Category.EPISODE]
+
+
 class MemoryForm(forms.Form):
     """A memory as the person writes it: added ("always remember this") or edited."""
 
@@ -61,7 +65,7 @@ class MemoryForm(forms.Form):
     # topics first): "Allergic to peanuts" added without a choice is filed under Allergy.
     category = forms.ChoiceField(
         label="Category",
-        choices=[("", "From what you wrote"), *Category.choices],
+        choices=[("", "From what you wrote"), *WRITABLE_CATEGORIES],
         initial="",
         required=False,
         error_messages={"invalid_choice": "“%(value)s” is not a category; choose one from the list."},
@@ -152,13 +156,14 @@ class MemoryEditForm(MemoryForm):
     def old_details_answer(self) -> OldDetails:
         return OldDetails(self.cleaned_data.get("old_details") or OldDetails.ASK)
 
-    def __init__(self, *args: Any, memory_id: int, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, memory_id: int, current_category: str = "", **kwargs: Any) -> None:
         # Several memories can be open for editing on one page: their ids must differ.
         super().__init__(*args, auto_id=f"edit-{memory_id}-%s", **kwargs)
-        # A memory being edited has its category: the person changes it, or leaves it.
+        # A memory being edited has its category: the person changes it, or leaves it. A
+        # weekly summary may stay one; nothing else becomes one (memory.drafts).
         category = self.fields["category"]
         assert isinstance(category, forms.ChoiceField), "the memory form's category is a choice"
-        category.choices = Category.choices
+        category.choices = Category.choices if current_category == Category.EPISODE else WRITABLE_CATEGORIES
         category.required = True
 
 

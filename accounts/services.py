@@ -1,7 +1,8 @@
-"""Writes the account pages make that belong to no other app: the first-login questions,
-and erasing the account.
+"""Writes the account pages make that belong to no other app: the first-login questions.
 
-Memory writes (add, edit, delete, restore, delete all) are memory.services'; email
+Memory writes (add, edit, delete, restore, delete all) are memory.services'; every way
+to forget (a memory, all of them, a summary, a conversation, the account) is
+accounts.forgetting's; email
 preferences are emails.preferences' (they live beside the ledger the send task reads).
 The onboarding answers become profile memories with source `onboarding`, one per fact
 the person wrote (an injury and an allergy are two memories), so they are protected: the
@@ -10,36 +11,23 @@ coach can never evict them.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
-import redis
-from allauth.account.models import EmailAddress
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import User
 from accounts.time_zones import canonical_zone
-from coach.selectors import messages_with_replies_kept
-from coach.stream_cues import memory_cues_forget
-from coach.streams import replies_forget
-from emails.outbox import mail_forget
 from emails.preferences import email_frequency_choose
 from infra import llm
-from infra.cache import cache_delete_matching
 from memory.drafts import MemoryDraft
 from memory.embeddings import memory_text
-from memory.models import SUMMARY_MAX_CHARS, Memory, MemoryProposal
+from memory.models import SUMMARY_MAX_CHARS, Memory
 from memory.overlaps import overlaps_offer
-from memory.proposals import proposal_confirm
 from memory.selectors import SimilarMemory
-from memory.services import memory_add_by_user, memory_delete, memory_delete_all, memory_save
-from memory.undo import DeletedMemory
+from memory.services import memory_add_by_user, memory_save
 
 logger = logging.getLogger(__name__)
 
@@ -126,86 +114,6 @@ def memory_add_by_person(*, user: User, draft: MemoryDraft) -> tuple[Memory, lis
     reads like, offered there to merge or keep both (never a reason not to save it)."""
     memory = memory_add_by_user(user=user, draft=draft)
     return memory, overlaps_offer(user=user, memory=memory)
-
-
-def memory_delete_by_person(*, user: User, memory_id: int) -> DeletedMemory:
-    """The person deletes one of their memories (memory_delete, which raises MemoryNotFound
-    for one that is gone). A cue that named it is then taken out of their replies kept in
-    Redis for a reload: the deleted words are not replayed."""
-    deleted = memory_delete(user=user, memory_id=memory_id, actor="user")
-    _memory_cues_forget(user, memory_ids={memory_id})
-    return deleted
-
-
-def proposal_confirm_by_person(*, user: User, proposal: MemoryProposal) -> Memory | None:
-    """The person confirms one of the coach's suggestions (proposal_confirm). One that
-    deletes the memory is the person's deletion: the cues naming it leave the replies kept
-    in Redis, as for memory_delete_by_person."""
-    memory = proposal_confirm(user=user, proposal_id=proposal.pk)
-    if memory is None:
-        _memory_cues_forget(user, memory_ids={proposal.memory_id})
-    return memory
-
-
-def memories_delete_all_by_person(*, user: User) -> int:
-    """The person deletes every memory, history included; then every memory cue of their
-    replies kept in Redis. Returns how many memories went."""
-    with transaction.atomic():
-        count = memory_delete_all(user=user)
-        # Voids every undo token handed out before now (memory_undo_delete reads it).
-        user.memories_deleted_all_at = timezone.now()
-        User.objects.filter(pk=user.pk).update(memories_deleted_all_at=user.memories_deleted_all_at)
-    _memory_cues_forget(user, memory_ids=None)
-    return count
-
-
-def _memory_cues_forget(user: User, *, memory_ids: set[int] | None) -> None:
-    replies = messages_with_replies_kept(user=user, now=timezone.now())
-    try:
-        memory_cues_forget(replies, memory_ids)
-    except redis.RedisError as error:
-        # The memory is deleted; the streams that named it expire within the hour.
-        logger.warning("memory cues could not be taken out of reply streams now: %s", error)
-
-
-def account_delete(*, user: User, hosts: Iterable[str] = ()) -> None:
-    """Erase the person and every row about them, and what the cache counted of them.
-
-    Memories, their events and proposals, chat sessions and messages, emails, email
-    preferences and login sessions cascade in the database itself; allauth's rows (email
-    addresses and their confirmations) and the admin log cascade in Django's collector.
-    One transaction: either all of it goes or none of it does. Then, outside it, their
-    replies still kept in Redis streams (a reload's replay: the coach's words and memory
-    cues) and the rate-limit counters kept under their id, their address, or "host:address"
-    for each of `hosts` (the host names they may have signed in at) are deleted. A reply
-    still being written as they go cannot be saved (its message is gone), and its stream
-    expires minutes after it ends.
-    """
-    email = user.email.lower()
-    addresses = {
-        email,
-        *(address.lower() for address in EmailAddress.objects.filter(user=user).values_list("email", flat=True)),
-    }
-    replies = messages_with_replies_kept(user=user, now=timezone.now())
-    with transaction.atomic():
-        User.objects.filter(pk=user.pk).delete()
-        for address in addresses:
-            mail_forget(address)
-    sources = [
-        email,
-        *(f"{host}:{email}" for host in {*hosts, *settings.ALLOWED_HOSTS, urlsplit(settings.SITE_URL).netloc}),
-    ]
-    digests = [hashlib.sha256(source.encode()).hexdigest() for source in sources]
-    try:
-        replies_forget(replies)
-    except redis.RedisError as error:
-        # The person is erased; the streams expire within the hour on their own.
-        logger.warning("reply streams of an erased account could not be deleted now: %s", error)
-    try:
-        cache_delete_matching([f"allauth:rl:*:user:{user.pk}", *(f"allauth:rl:*:{digest}" for digest in digests)])
-    except redis.RedisError as error:
-        # The person is erased; these counters of theirs expire within minutes on their own.
-        logger.warning("rate-limit counters of an erased account could not be deleted now: %s", error)
 
 
 class OnboardingDone(Exception):

@@ -26,6 +26,7 @@ urlpatterns = [
     path("memories/overlaps/<int:pk>/merge", suggestions.overlap_merge_view, name="overlap_merge"),
     path("memories/overlaps/<int:pk>/dismiss", suggestions.overlap_dismiss_view, name="overlap_dismiss"),
     path("memories/forgotten/", memories.memories_forgotten, name="memories_forgotten"),
+    path("chat/<int:pk>/delete", conversations.conversation_delete, name="session_delete"),
     path(
         "memories/conversations/<int:pk>/delete-summary",
         conversations.conversation_summary_delete,

@@ -44,6 +44,7 @@ from openai import OpenAI  # noqa: E402
 from accounts.models import User  # noqa: E402
 from bench.chat import REPLY, one_turn, person  # noqa: E402
 from bench.queries import QueryCounter  # noqa: E402
+from bench.request_parts import composition  # noqa: E402
 from coach.models import ChatSession  # noqa: E402
 from coach.services import session_start  # noqa: E402
 from memory.drafts import MemoryDraft  # noqa: E402
@@ -215,24 +216,6 @@ def run_conversation(server: ModelServer, queries: QueryCounter, memories: int) 
     new_conversation = scenario.turn(session_start(user=scenario.user), 1, lambda: server.queue_text(REPLY))
     timezone.now = clock._real
     return {"turns": turns, "next_day": next_day, "new_conversation": new_conversation}
-
-
-def composition(body: dict[str, Any]) -> dict[str, int]:
-    """Where a request's tokens come from."""
-    count = lambda text: len(TOKEN.findall(text))  # noqa: E731
-    system = body["messages"][0]["content"]
-    instructions, _, rest = system.partition("\n\nToday: ")
-    today, _, block = rest.partition("\n\n")
-    later = body["messages"][1:-1]
-    return {
-        "tools": len(TOKEN.findall(json.dumps(body.get("tools") or [], sort_keys=True))),
-        "instructions": count(instructions),
-        "today": count("Today: " + today),
-        "memory block": count(block),
-        "notes": sum(count(m["content"]) for m in later if m["role"] == "system"),
-        "history": sum(count(m.get("content") or "") for m in later if m["role"] != "system"),
-        "the new message": count(body["messages"][-1]["content"]),
-    }
 
 
 def cpu_against_floor(server: ModelServer, memories: int, rounds: int) -> tuple[float, float]:

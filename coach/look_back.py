@@ -174,10 +174,12 @@ def _summaries_held(items: list[LookedBack]) -> list[LookedBack]:
     return kept
 
 
-# A turn a window may show: the person's answered message, or a whole reply; never one of
-# an exchange kept out of the look-back (held while memory was off), nor its reply.
+# A turn a window may show: the person's answered message, or a whole reply; never one said
+# while memory was off, nor its reply, nor one of an exchange kept out of the look-back.
 _SHOWN = """x.session_id = top.session_id
     AND ((x.role = 'user' AND x.status = 'answered') OR (x.role = 'assistant' AND x.status IN ('complete', 'limited')))
+    AND NOT x.said_with_memory_off
+    AND NOT EXISTS (SELECT 1 FROM {messages} p WHERE p.id = x.reply_to_id AND p.said_with_memory_off)
     AND NOT EXISTS (
         SELECT 1 FROM {index} k WHERE k.kind = 'exchange' AND k.embedding IS NULL
         AND k.message_id = coalesce(x.reply_to_id, x.id)
@@ -237,7 +239,7 @@ def _statement() -> sql.Composed:
         sessions=table(ChatSession),
         people=table(get_user_model()),
         messages=messages,
-        shown=sql.SQL(_SHOWN).format(index=index),
+        shown=sql.SQL(_SHOWN).format(index=index, messages=messages),
     )
 
 

@@ -27,6 +27,9 @@ class ChatSession(models.Model):
     # An ended session waiting for its summary is the record that it needs one (in the
     # database, whatever the broker did); a worker takes it by setting this.
     summary_claimed_at = models.DateTimeField(null=True, blank=True)
+    # When the person deleted its summary: none is written again, however the
+    # conversation goes on (DESIGN.md section 8).
+    summary_forgotten_at = models.DateTimeField(null=True, blank=True)
     # False: a conversation that is not remembered. Nothing is read from memory for it,
     # nothing written to it; it is never summarised, so no recap, episode or email draws
     # on it. Chosen when it starts (and always so while the person has memory off).
@@ -48,6 +51,9 @@ class ChatSession(models.Model):
     prompt_version = models.CharField(max_length=64, blank=True, default="")
     prompt_builds = models.PositiveIntegerField(default=0)
     prompt_built_because = models.CharField(max_length=64, blank=True, default="")
+    # Why the kept prompt was dropped before the next turn (it ended; the person deleted
+    # what it quoted): the reason the next one is assembled for.
+    prompt_cleared_because = models.CharField(max_length=64, blank=True, default="", db_default="")
     # The history sent starts at this message: it moves on by a quarter of the history's
     # budget at a time, so the prefix holds between the steps.
     history_from_id = models.BigIntegerField(null=True, blank=True)
@@ -126,6 +132,10 @@ class Message(models.Model):
     cached_prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
     tokens_estimated = models.BooleanField(default=False, db_default=False)
+    # For a person's message: said while their memory was off (or its reply to such a
+    # message). Nothing the coach keeps or makes of the conversation reads it: no summary,
+    # recap, weekly episode or look-back, even once memory is back on.
+    said_with_memory_off = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         constraints = [

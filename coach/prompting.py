@@ -49,7 +49,10 @@ NEW_DAY = "a new day"
 LONG_GAP = "a long gap"
 NOTES_PAST_BUDGET = "the notes passed the budget"
 NONCE_IN_A_NOTE = "a note held the nonce"
-_KEPT = [
+# Why a kept prompt is dropped before the next turn, which then assembles one for it.
+PERSON_FORGOT = "the person deleted what it quoted"
+# What a conversation keeps of its assembled prompt, beside the prompt itself.
+KEPT_PROMPT_FIELDS = (
     "prompt",
     "prompt_nonce",
     "prompt_built_at",
@@ -61,7 +64,8 @@ _KEPT = [
     "prompt_version",
     "prompt_builds",
     "prompt_built_because",
-]
+    "prompt_cleared_because",
+)
 
 
 def conversation_for_turn(*, user: User, message: Message, now: datetime, earlier: Sequence[Message]) -> Conversation:
@@ -98,6 +102,15 @@ def conversation_for_turn(*, user: User, message: Message, now: datetime, earlie
     )
 
 
+def kept_prompts_clear(*, user_id: int, because: str = PERSON_FORGOT) -> int:
+    """Drop the kept prompts of the person's conversations at once (each is assembled again
+    at its next turn, for `because`): what the person deleted may be quoted in them, and it
+    is kept nowhere, not even encrypted until the next turn. Returns how many were dropped."""
+    return ChatSession.objects.filter(user_id=user_id, prompt_built_at__isnull=False).update(
+        prompt="", prompt_built_at=None, prompt_cleared_because=because
+    )
+
+
 def prompt_version() -> str:
     """What a kept prompt was assembled from: the instructions' text and the format."""
     made_of = "\n".join([PROMPT_FORMAT, prompt("coach", "coach"), prompt("coach", "not_remembered")])
@@ -125,7 +138,7 @@ def _reassembly_reason(
     session: ChatSession, *, remembers: bool, now: datetime, earlier: Sequence[Message], notes: Sequence[Note]
 ) -> str | None:
     if not session.prompt:
-        return REOPENED if session.prompt_builds else FIRST_TURN
+        return session.prompt_cleared_because or (REOPENED if session.prompt_builds else FIRST_TURN)
     if session.prompt_version != prompt_version():
         return INSTRUCTIONS_CHANGED
     if remembers != session.prompt_remembers:
@@ -160,7 +173,8 @@ def _assembled(user: User, session: ChatSession, *, now: datetime, remembers: bo
     session.prompt_version = prompt_version()
     session.prompt_builds += 1
     session.prompt_built_because = reason
-    session.save(update_fields=_KEPT)
+    session.prompt_cleared_because = ""
+    session.save(update_fields=list(KEPT_PROMPT_FIELDS))
     return memory
 
 

@@ -21,7 +21,9 @@ from django.utils import timezone
 from redis import RedisError
 
 from coach import stream_cues, streams
-from coach.models import TITLE_MAX_CHARS, UNANSWERED, ChatSession, Message
+from coach.exchange_index import exchange_keep_out
+from coach.models import TITLE_MAX_CHARS, UNANSWERED, ChatSession, ConversationEmbedding, Message
+from coach.prompting import REOPENED
 from coach.selectors import messages_with_replies_kept
 from coach.statements import message_add_unless_sent, session_locked
 
@@ -169,17 +171,21 @@ def _message_added(
     return message
 
 
-def session_delete(*, user: User, session_id: int) -> bool:
-    """The person deletes one of their conversations: its messages, its summary, what the
-    look-back could find of it (its embeddings) and the cues of look-backs at it, in one
-    statement (the database cascades); then, outside the transaction, its replies kept in
-    Redis and any look-back cue naming it in their other replies there. A reply still being
-    written in it cannot be saved (its message is gone). What the coach learnt in it and
-    kept as memories stays, on the memory page, to delete there. Whether it was theirs."""
+def session_delete(*, user: User, session_id: int) -> list[int] | None:
+    """The person's conversation deleted from the database: its messages, its summary, what
+    the look-back could find of it (its embeddings) and the look-backs at it, in one
+    statement (the database cascades). Returns the ids of its messages, for
+    session_streams_forget once the transaction is over; None if it was not theirs. What the
+    coach learnt in it and kept as memories stays, on the memory page, to delete there."""
     message_ids = list(Message.objects.filter(session__user=user, session_id=session_id).values_list("pk", flat=True))
     deleted, _ = ChatSession.objects.filter(user=user, pk=session_id).delete()
-    if not deleted:
-        return False
+    return message_ids if deleted else None
+
+
+def session_streams_forget(*, user: User, session_id: int, message_ids: list[int]) -> None:
+    """After a conversation was deleted: its replies kept in Redis, its stream of announced
+    messages, and any look-back cue naming it in the person's other replies there. A reply
+    still being written in it cannot be saved (its message is gone)."""
     try:
         streams.replies_forget(message_ids)
         streams.session_forget(session_id)
@@ -187,7 +193,6 @@ def session_delete(*, user: User, session_id: int) -> bool:
     except RedisError as error:
         # The conversation is deleted; its streams expire within the hour on their own.
         logger.warning("the streams of deleted conversation %s could not be dropped now: %s", session_id, error)
-    return True
 
 
 def session_end(*, session: ChatSession, now: datetime | None = None) -> bool:
@@ -197,7 +202,7 @@ def session_end(*, session: ChatSession, now: datetime | None = None) -> bool:
     prompt goes with it: it quotes memories, which are kept no longer than they are of use
     (a conversation reopened assembles a new one)."""
     ended = ChatSession.objects.filter(pk=session.pk, ended_at__isnull=True).update(
-        ended_at=now or timezone.now(), prompt=""
+        ended_at=now or timezone.now(), prompt="", prompt_built_at=None, prompt_cleared_because=REOPENED
     )
     return ended == 1
 
@@ -217,11 +222,14 @@ def summaries_due(*, now: datetime | None = None, limit: int = 100) -> list[int]
     """Take the ended sessions still without a summary, and not taken by a worker within
     SUMMARY_LEASE_SECONDS (one that died, or a task the broker lost): their ids. Each is
     taken by exactly one caller. A conversation that is not remembered is never
-    summarised: it stays without one, so no recap or weekly episode ever draws on it."""
+    summarised: it stays without one, so no recap or weekly episode ever draws on it; nor
+    is one whose summary the person deleted, however it went on after."""
     now = now or timezone.now()
     lease_over = now - timedelta(seconds=SUMMARY_LEASE_SECONDS)
     due = (
-        ChatSession.objects.filter(ended_at__isnull=False, summarised_at__isnull=True, remembered=True)
+        ChatSession.objects.filter(
+            ended_at__isnull=False, summarised_at__isnull=True, remembered=True, summary_forgotten_at__isnull=True
+        )
         .filter(Q(summary_claimed_at__isnull=True) | Q(summary_claimed_at__lt=lease_over))
         .order_by("ended_at")
     )
@@ -240,17 +248,34 @@ def session_summary_save(*, session: ChatSession, summary: str, now: datetime | 
     return saved == 1
 
 
-def session_summary_forget(*, user: User, session_id: int) -> bool:
+def session_summary_forget(*, user: User, session_id: int, now: datetime | None = None) -> bool:
     """The person deletes what the coach kept of a conversation: its summary, which recaps
-    and weekly episodes draw on. It stays marked as summarised, so none is written again.
-    Whether there was one of theirs to delete."""
+    and weekly episodes draw on, and its embedding, by which the look-back found it. None
+    is written again, however the conversation goes on. Whether there was one of theirs to
+    delete."""
+    now = now or timezone.now()
     with transaction.atomic():
         session = ChatSession.objects.select_for_update().filter(user=user, pk=session_id).first()
         if session is None or not session.summary:
             return False
-        session.summary, session.summarised_at = "", session.summarised_at or timezone.now()
-        session.save(update_fields=["summary", "summarised_at", "updated_at"])
+        session.summary, session.summarised_at = "", session.summarised_at or now
+        session.summary_forgotten_at = now
+        session.save(update_fields=["summary", "summarised_at", "summary_forgotten_at", "updated_at"])
+        ConversationEmbedding.objects.filter(session=session, kind=ConversationEmbedding.Kind.SUMMARY).delete()
     return True
+
+
+def message_keep_out(*, user_id: int, message_id: int) -> bool:
+    """A message said while the person's memory is off: marked so before it is answered,
+    so nothing the coach keeps or makes of the conversation ever reads it or its reply (no
+    summary, recap, weekly episode or look-back), even once memory is back on. Whether it
+    was the person's."""
+    marked = Message.objects.filter(pk=message_id, session__user_id=user_id, role=Message.Role.USER).update(
+        said_with_memory_off=True
+    )
+    if marked:
+        exchange_keep_out(user_id=user_id, message_id=message_id)
+    return marked == 1
 
 
 def _check_text(text: str) -> str:

@@ -2,8 +2,9 @@
 turns whose process died, and embedding exchanges for the look-back.
 
 Only what is remembered is summarised: a conversation that is not remembered never is,
-and a session that ends while the person has memory off is closed with no summary (no
-model call), so nothing of it reaches a recap or a weekly episode."""
+a session that ends while the person has memory off is closed with no summary (no model
+call), and what was said with memory off is left out of any summary, so nothing of it
+reaches a recap or a weekly episode."""
 
 from __future__ import annotations
 
@@ -75,10 +76,15 @@ def _summarise(session_id: int) -> None:
     if not session.user.memory_enabled:
         session_summary_save(session=session, summary="")
         return
+    said = session_messages(session=session)
+    # What was said with memory off, and the coach's answers to it, are no part of it.
+    kept_out = {m.pk for m in said if m.said_with_memory_off}
     lines = [
         f"{'User' if m.role == Message.Role.USER else 'Coach'}: {' '.join(m.content.split())}"
-        for m in session_messages(session=session)
-        if m.role == Message.Role.USER or m.status == Message.Status.COMPLETE
+        for m in said
+        if (m.role == Message.Role.USER or m.status == Message.Status.COMPLETE)
+        and m.pk not in kept_out
+        and m.reply_to_id not in kept_out
     ]
     if not lines:
         # Nothing was said that could be summarised: done, with an empty summary.

@@ -53,11 +53,11 @@ from coach.claims import (
     turn_begin,
     turn_not_begun,
 )
-from coach.exchange_index import exchange_keep_out
 from coach.look_back import LOOK_BACK_TOOL
 from coach.rendering import render_reply
 from coach.reply_words import ReplyWords, Stopped, StopWatch
 from coach.runner import run_in_background
+from coach.services import message_keep_out
 from coach.tasks import exchanges_index_soon
 from coach.turn_life import AttemptLife, Lost, finishing, recorded
 from infra import llm
@@ -139,9 +139,9 @@ async def _answer(begun: BegunTurn) -> None:
     context = _tool_context(begun)
     if not context.remembers and message.session.remembered:
         # Memory is off for this turn of a remembered conversation: what is said in it is
-        # never found by a look-back, even once memory is back on. Marked before the reply
-        # is saved, so no indexer can take it up in between (memory-off turns only).
-        await recorded(exchange_keep_out, user_id=begun.user.pk, message_id=message.pk)
+        # never summarised nor found by a look-back, even once memory is back on. Marked
+        # before the reply is saved, so no indexer can take it up in between.
+        await recorded(message_keep_out, user_id=begun.user.pk, message_id=message.pk)
     await words.begin()
     if attempt.continues is not None:
         await words.resume(attempt.continues.content)

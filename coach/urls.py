@@ -17,7 +17,6 @@ urlpatterns = [
     path("chat/<int:pk>/messages/<int:message_pk>/stop", pages.reply_stop, name="reply_stop"),
     path("chat/<int:pk>/messages/<int:message_pk>/continue", pages.reply_continue, name="reply_continue"),
     path("chat/<int:pk>/end", pages.session_close, name="session_end"),
-    path("chat/<int:pk>/delete", pages.session_delete_by_person, name="session_delete"),
     path("help/model", model_help.model_help, name="model_help"),
     path("healthz", health.healthz, name="healthz"),
     path("livez", health.livez, name="livez"),

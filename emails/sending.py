@@ -235,6 +235,9 @@ def _unwanted_because(email: Email, preference: EmailPreference) -> str | None:
         return "they turned the coach's emails off"
     if email.kind == Kind.SESSION_SUMMARY and not preference.session_summaries:
         return "they no longer want session recaps"
+    if email.kind == Kind.SESSION_SUMMARY and (email.session is None or not email.session.summary.strip()):
+        # Deleted since it was planned: a recap is never drafted from nothing.
+        return "the conversation or its summary was deleted"
     if email.kind == Kind.CHECK_IN and (email.memory is None or email.memory.status != ProspectiveStatus.OPEN):
         return "the intention was closed or deleted before the check-in went out"
     return None

@@ -171,6 +171,17 @@ def validate_draft(draft: MemoryDraft, *, now: datetime, due_may_be_past: bool =
     return draft
 
 
+EPISODES_ARE_THE_WEEKS = "a weekly summary is written by the app itself, once a week: choose another category"
+
+
+def refuse_new_episode(draft: MemoryDraft, *, was: str | None) -> None:
+    """A memory becomes a weekly episode only by the weekly job (memory.episodes): a note
+    filed as one would push a real week out of the newest MEMORY_MAX_EPISODES, never to be
+    written again. One that is an episode already (`was`) may stay one."""
+    if draft.category == Category.EPISODE and was != Category.EPISODE:
+        raise MemoryInvalid({"category": EPISODES_ARE_THE_WEEKS})
+
+
 def category_from_words(text: str) -> str:
     """The category a fact's own words name, as the import files a pasted fact: a safety
     topic (allergy, injury, medical) first, then the other topics, `other` when none."""

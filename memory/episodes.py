@@ -56,7 +56,13 @@ def weekly_episode_save(*, user: User, key: str, text: str, now: datetime | None
     summary = _first_sentence(content, limit=SUMMARY_MAX_CHARS)
     draft = MemoryDraft(key=key, tier=Tier.EPISODIC, category=Category.EPISODE, summary=summary, content=content)
     outcome = memory_save(
-        user=user, draft=draft, source=Source.COACH, actor=Actor.COACH, reason="the week, summarised", now=now
+        user=user,
+        draft=draft,
+        source=Source.COACH,
+        actor=Actor.COACH,
+        reason="the week, summarised",
+        weekly_episode=True,
+        now=now,
     )
     return outcome.memory
 

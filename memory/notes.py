@@ -29,6 +29,8 @@ PERSONS_CORRECTION = "the person changed their memory"
 # What share (in percent) of the memory budget a conversation's kept block leaves free for
 # the notes of what changes while it goes on; past it, the block is assembled again.
 NOTES_SHARE_PERCENT = 10
+# Who made a memory, as the model is told: staff are support, never the person.
+_WHO_ADDED: dict[str, str] = {Actor.COACH: "You saved", Actor.ADMIN: "Support added"}
 # Changes the model learns nothing from.
 _BOOKKEEPING = frozenset({Action.REEMBEDDED})
 
@@ -85,7 +87,7 @@ def _said(event: MemoryEvent) -> str:
     whole = json.dumps({"summary": after.get("summary"), "content": after.get("content")}, ensure_ascii=False)
     line = whole if protected else str(after.get("summary", ""))
     if event.action == Action.CREATED:
-        who = "You saved" if event.actor == Actor.COACH else "The person added"
+        who = _WHO_ADDED.get(event.actor, "The person added")
         return f"{who} {key}: {line}"
     if event.action in (Action.UPDATED, Action.MERGED, Action.RESTORED):
         return f"{key} now reads: {line}"

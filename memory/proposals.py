@@ -15,7 +15,14 @@ from django.utils import timezone
 from memory.drafts import MemoryDraft, ProposalDecided, ProposalOutdated, validate_draft
 from memory.embeddings import embed_memory
 from memory.models import Memory, MemoryEvent, MemoryProposal, Source
-from memory.store import apply_draft, erase_for_user, give_neutral_key, lock_user, record_event
+from memory.store import (
+    apply_draft,
+    apply_eviction_policy,
+    erase_for_user,
+    give_neutral_key,
+    lock_user,
+    record_event,
+)
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -98,6 +105,8 @@ def proposal_confirm(*, user: User, proposal_id: int, now: datetime | None = Non
             after=memory.snapshot(),
             now=now,
         )
+        # The change may move the memory into the ceiling's count (out of the weekly episodes).
+        apply_eviction_policy(user_id=user.pk, now=now)
     return memory
 
 

@@ -28,6 +28,7 @@ from memory.drafts import (
     MemoryNotRestorable,
     ProposalOutdated,
     category_from_words,
+    refuse_new_episode,
     validate_draft,
 )
 from memory.embeddings import embed_memory
@@ -79,6 +80,7 @@ def memory_save(
     message_id: int | None = None,
     embedding: Embedding | None = None,
     expected_version: int | None = None,
+    weekly_episode: bool = False,
     now: datetime | None = None,
 ) -> WriteOutcome:
     """Create the memory named `draft.key`, or update it (an upsert by key).
@@ -97,6 +99,8 @@ def memory_save(
         embedding = embed_memory(summary=draft.summary, content=draft.content)
     with transaction.atomic():
         before, memory = lock_user_for_key(user, draft.key, actor=actor)
+        if not weekly_episode:
+            refuse_new_episode(draft, was=memory.category if memory is not None else None)
         if memory is None:
             if expected_version is not None:
                 raise MemoryNotFound(GONE)
@@ -143,6 +147,7 @@ def memory_edit_by_user(
     current = Memory.objects.filter(user=user, pk=memory_id).first()
     if current is None:
         raise MemoryNotFound(GONE)
+    refuse_new_episode(draft, was=current.category)
     draft = corrected_by_person(MemoryDraft.of(current), draft, old_details=old_details)
     draft = validate_draft(replace(draft, key=current.key), now=now, due_may_be_past=True)
     text_changed = (draft.summary, draft.content) != (current.summary, current.content)
@@ -168,6 +173,8 @@ def memory_edit_by_user(
             after=memory.snapshot(),
             now=now,
         )
+        # A weekly episode moved to another category counts towards the ceiling from now on.
+        apply_eviction_policy(user_id=user.pk, now=now)
     return memory
 
 
@@ -217,6 +224,7 @@ def memory_add_by_user(*, user: User, draft: MemoryDraft, now: datetime | None =
     now = now or timezone.now()
     if not draft.category:
         draft = replace(draft, category=category_from_words(f"{draft.summary} {draft.content}"))
+    refuse_new_episode(draft, was=None)
     draft = validate_draft(replace(draft, key=f"{draft.category}-1"), now=now)
     embedding = embed_memory(summary=draft.summary, content=draft.content)
     with transaction.atomic():
@@ -255,6 +263,7 @@ def memory_keep(*, user: User, memory_id: int, now: datetime | None = None) -> M
             after=memory.snapshot(),
             now=now,
         )
+        apply_eviction_policy(user_id=user.pk, now=now)
     return memory
 
 

@@ -54,7 +54,8 @@ def _object(properties: dict[str, Any]) -> dict[str, Any]:
 
 _KEY = {"type": "string", "description": "Short slug naming the memory, e.g. left-shoulder or talk-june."}
 _TIER = {"type": "string", "enum": Tier.values}
-_CATEGORY = {"type": "string", "enum": Category.values}
+# Weekly episodes are written by the app's weekly job alone (memory/episodes.py).
+_CATEGORY = {"type": "string", "enum": [c for c in Category.values if c != Category.EPISODE]}
 # Written to the person, as everything on their memory page is: one voice, the second person.
 _SUMMARY = {
     "type": "string",

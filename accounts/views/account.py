@@ -15,9 +15,10 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.export import account_export_json
+from accounts.forgetting import account_delete, memories_delete_all_by_person
 from accounts.forms import EmailPreferenceForm
 from accounts.selectors import next_note_for_user
-from accounts.services import account_delete, memories_delete_all_by_person, user_time_zone_set
+from accounts.services import user_time_zone_set
 from accounts.views.partials import HtmxHttpRequest, wants_partial
 from emails.preferences import email_preference_update, email_resubscribe
 from emails.selectors import email_preference_for_user

@@ -16,6 +16,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
+from accounts.forgetting import memory_delete_by_person
 from accounts.forms import MemoryEditForm, MemoryFilterForm, MemoryForm
 from accounts.pages import MemoryFilters, MemoryPage, forgotten_memory, memory_row, undo_offer
 from accounts.selectors import (
@@ -24,7 +25,7 @@ from accounts.selectors import (
     memory_history_page_for_user,
     memory_page_for_user,
 )
-from accounts.services import memory_add_by_person, memory_delete_by_person
+from accounts.services import memory_add_by_person
 from accounts.views.partials import HtmxHttpRequest, wants_partial
 from memory.corrections import DetailsMayBeStale
 from memory.drafts import MemoryInvalid, MemoryNotFound, MemoryNotRestorable, ProposalOutdated
@@ -145,13 +146,20 @@ def memory_edit(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             initial={**MemoryForm.initial_for(current, time_zone=request.user.time_zone), "version": current.version},
             memory_id=pk,
             current_due_at=current.due_at,
+            current_category=current.category,
             time_zone=request.user.time_zone,
         )
         return _render_edit(request, current, form)
 
     if current is None:
         return _gone_or_404(request, pk, form=MemoryEditForm(request.POST, memory_id=pk))
-    form = MemoryEditForm(request.POST, memory_id=pk, current_due_at=current.due_at, time_zone=request.user.time_zone)
+    form = MemoryEditForm(
+        request.POST,
+        memory_id=pk,
+        current_due_at=current.due_at,
+        current_category=current.category,
+        time_zone=request.user.time_zone,
+    )
     if form.is_valid():
         try:
             memory = memory_edit_by_user(
@@ -174,7 +182,13 @@ def memory_edit(request: HtmxHttpRequest, pk: int) -> HttpResponse:
                 return _gone_or_404(request, pk, form=form)
             data = request.POST.copy()
             data["version"] = str(current.version)
-            form = MemoryEditForm(data, memory_id=pk, current_due_at=current.due_at, time_zone=request.user.time_zone)
+            form = MemoryEditForm(
+                data,
+                memory_id=pk,
+                current_due_at=current.due_at,
+                current_category=current.category,
+                time_zone=request.user.time_zone,
+            )
             form.is_valid()
             form.add_error(None, str(error))
             return _render_edit(request, current, form, changed_meanwhile=True)

@@ -10,8 +10,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from accounts.forgetting import proposal_confirm_by_person
 from accounts.pages import ProposalView, memory_row
-from accounts.services import proposal_confirm_by_person
 from accounts.views.memories import memory_anchor, memory_page_of
 from accounts.views.partials import HtmxHttpRequest, wants_partial
 from memory.drafts import MemoryInvalid, MemoryNotFound, ProposalDecided, ProposalOutdated

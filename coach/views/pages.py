@@ -46,7 +46,6 @@ from coach.services import (
     MessageRejected,
     TooManyTurns,
     message_post_as,
-    session_delete,
     session_end,
     session_start,
 )
@@ -266,16 +265,6 @@ def session_close(request: SignedInHttpRequest, pk: int) -> HttpResponse:
     # another conversation in its place would leave the person wondering what happened.
     url = reverse("session", kwargs={"pk": pk})
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
-
-
-@login_required
-@require_POST
-def session_delete_by_person(request: SignedInHttpRequest, pk: int) -> HttpResponse:
-    """Delete the conversation for good (session_delete), then back to the chat. Another
-    person's conversation is a 404, as if it did not exist."""
-    if not session_delete(user=request.user, session_id=pk):
-        raise Http404("No such conversation.")
-    return HttpResponseClientRedirect(reverse("chat")) if request.htmx else redirect("chat")
 
 
 def _as_shown(request: SignedInHttpRequest, message: Message) -> Exchange:

@@ -9,11 +9,11 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from accounts.forgetting import conversation_delete_by_person
 from accounts.models import User
 from coach import streams
 from coach.look_back import exchanges_index
 from coach.models import ChatSession, ConversationEmbedding, LookBack, Message
-from coach.services import session_delete
 from infra.redis import redis_sync
 from memory.models import Memory
 from offline_coach import ModelServer
@@ -52,7 +52,7 @@ def test_deleting_a_conversation_takes_its_words_embeddings_and_look_backs_and_l
     memory = make_memory(user, key="knee", summary="Left knee clicks on stairs")
     Memory.objects.filter(pk=memory.pk).update(session_id=gone.pk)
 
-    assert session_delete(user=user, session_id=gone.pk) is True
+    assert conversation_delete_by_person(user=user, session_id=gone.pk) is True
 
     assert not ChatSession.objects.filter(pk=gone.pk).exists()
     assert not Message.objects.filter(session_id=gone.pk).exists()
@@ -73,7 +73,7 @@ def test_its_replies_and_every_cue_naming_it_leave_redis(user: User) -> None:
     stream_with(other.pk, ("memory", cue_naming(kept.pk)), ("text", {"text": "Practise it."}))
     streams.session_announce(gone.pk, gone_message.pk)
 
-    session_delete(user=user, session_id=gone.pk)
+    conversation_delete_by_person(user=user, session_id=gone.pk)
 
     client = redis_sync()
     assert not client.exists(streams.reply_key(gone_message.pk), streams.session_key(gone.pk))
@@ -84,7 +84,7 @@ def test_its_replies_and_every_cue_naming_it_leave_redis(user: User) -> None:
 def test_another_persons_conversation_cannot_be_deleted(user: User, other_user: User) -> None:
     theirs = make_session(other_user, "Grace's words", "Reply to Grace")
 
-    assert session_delete(user=user, session_id=theirs.pk) is False
+    assert conversation_delete_by_person(user=user, session_id=theirs.pk) is False
 
     assert Message.objects.filter(session=theirs).count() == 2
 

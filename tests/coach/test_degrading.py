@@ -16,8 +16,8 @@ from django.core import mail
 from django.test import Client
 from django.utils import timezone
 
+from accounts.forgetting import account_delete, memory_delete_by_person
 from accounts.models import User
-from accounts.services import account_delete, memory_delete_by_person
 from coach.localservices import LocalService, start_postgres, start_redis
 from coach.models import ChatSession, Message
 from coach.services import message_post, session_start
@@ -127,13 +127,13 @@ def test_a_memory_and_an_account_are_deleted_while_redis_is_dead_saying_what_is_
     memory = make_memory(user, "runs", summary="Ran 5 km")
     kill(own_redis)
 
-    with caplog.at_level(logging.WARNING, logger="accounts.services"):
+    with caplog.at_level(logging.WARNING, logger="accounts.forgetting"):
         memory_delete_by_person(user=user, memory_id=memory.pk)
         assert not Memory.objects.filter(pk=memory.pk).exists()
         account_delete(user=user, hosts=["testserver"])
 
     assert not User.objects.filter(pk=user.pk).exists() and not ChatSession.objects.exists()
-    warnings = [record.getMessage() for record in caplog.records if record.name == "accounts.services"]
+    warnings = [record.getMessage() for record in caplog.records if record.name == "accounts.forgetting"]
     assert any(warning.startswith("memory cues could not be taken out of reply streams") for warning in warnings)
     assert any(warning.startswith("reply streams of an erased account could not be deleted") for warning in warnings)
     assert any(warning.startswith("rate-limit counters of an erased account") for warning in warnings)

@@ -10,8 +10,8 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
+from accounts.forgetting import account_delete
 from accounts.models import User
-from accounts.services import account_delete
 from coach.exchange_index import exchanges_index
 from coach.models import ChatSession, ConversationEmbedding, Message
 from coach.services import session_start

@@ -324,7 +324,7 @@ def test_stop_ends_the_stream_even_when_the_database_refuses_to_record_it(
 def test_a_reader_of_a_reply_whose_account_was_erased_meanwhile_is_told_and_its_stream_ends(
     live_app: str, cookie: str, user: User, model_server: ModelServer
 ) -> None:
-    from accounts.services import account_delete
+    from accounts.forgetting import account_delete
 
     model_server.queue_text(LONG_REPLY, chunk_delay_seconds=0.1)
     message = post_message(live_app, session_start(user=user), "Plan my week", cookie=cookie)

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from accounts.models import User
+from coach.models import ChatSession
 from emails.models import Email
 from emails.sending import SendOutcome, email_send
 from offline_coach import ModelServer
@@ -45,7 +46,12 @@ def test_the_send_task_never_sends_inside_quiet_hours(
     # already drafted email (no model call), then runs the send at the drawn instant.
     zone, now = moment
     prefer(user, time_zone=zone, quiet_start=start, quiet_end=end, session_summaries=True)
-    email = make_email(user, kind=kind, period_key=f"example-{next(_periods)}", subject="Hello", body="Hi Ada,\n\nHi.")
+    # A recap is of a summarised conversation (one whose summary is gone is never sent).
+    recapped = ChatSession.objects.create(user=user, summary="You ran 5 km.", summarised_at=now)
+    session = recapped if kind == Email.Kind.SESSION_SUMMARY else None
+    email = make_email(
+        user, kind=kind, period_key=f"example-{next(_periods)}", subject="Hello", body="Hi Ada,\n\nHi.", session=session
+    )
     mail.outbox.clear()
 
     outcome = email_send(email_id=email.pk, now=now)

@@ -3,8 +3,9 @@
 A hypothesis state machine plays a hostile or careless model for two people: any
 sequence of the five tools with valid and invalid arguments, escalations into protected
 categories, deletes and rewrites of protected memories, several saves in one response,
-oversized text, garbage. Between its turns the people write too: they add, edit, keep
-and delete memories and answer the coach's suggestions, and weekly episodes are written.
+oversized text, garbage. Between its turns the people write too: they add, edit (into any
+category), keep and delete memories and answer the coach's suggestions; staff add and
+change memories through the admin; and weekly episodes are written.
 After every step the invariants below are checked against the database.
 
 The ceilings are small here (6 memories, 2 weekly episodes) so that a few dozen steps
@@ -16,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 from django.conf import settings as django_settings
@@ -34,12 +35,12 @@ from hypothesis.stateful import (
 
 from accounts.models import User
 from memory.context import LEFT_OUT, assemble_memory_context
-from memory.drafts import MemoryDraft, MemoryWriteError
+from memory.drafts import MemoryDraft, MemoryIsProtected, MemoryWriteError
 from memory.episodes import weekly_episode_save
 from memory.models import Category, Memory, MemoryEvent, MemoryProposal, Source, Tier
 from memory.policy import PROTECTED_CATEGORIES, USER_SOURCES
-from memory.proposals import proposal_confirm, proposal_reject
-from memory.services import memory_add_by_user, memory_delete, memory_edit_by_user, memory_keep
+from memory.proposals import proposal_confirm, proposal_make, proposal_reject
+from memory.services import memory_add_by_user, memory_delete, memory_edit_by_user, memory_keep, memory_save
 from memory.tools import ToolContext, run_tool
 from tests.conftest import make_user
 
@@ -259,6 +260,14 @@ class HostileModel(RuleBasedStateMachine):
         for i in range(n):
             self.save(who, f"{category}-note-{i}", Tier.PROFILE, category, f"{category} fact {i}", "", None)
 
+    @rule(who=st.integers(0, 1), n=st.integers(1, MAX_STORED), first=st.integers(0, 1000))
+    def one_response_of_notes(self, who: int, n: int, first: int) -> None:
+        """Several notes of its own saved in one response: the store fills up, and the
+        oldest of the coach's notes are forgotten to make room."""
+        self.contexts[who] = ToolContext(user=self.people[who])
+        for i in range(first, first + n):
+            self.save(who, f"note-{i}", Tier.EPISODIC, Category.HABIT, f"Habit number {i}", "", None)
+
     @rule(who=st.integers(0, 1), week=st.integers(1, 30))
     def weekly_episode(self, who: int, week: int) -> None:
         self.counts_before[who] = self._counts(who)
@@ -277,8 +286,15 @@ class HostileModel(RuleBasedStateMachine):
         self.model_step = False
 
     @precondition(lambda self: Memory.objects.exists())
-    @rule(who=st.integers(0, 1), pick=st.integers(0, 100), action=st.sampled_from(["edit", "keep", "delete"]))
-    def person_changes(self, who: int, pick: int, action: str) -> None:
+    @rule(
+        who=st.integers(0, 1),
+        pick=st.integers(0, 100),
+        action=st.sampled_from(["edit", "keep", "delete"]),
+        category=st.one_of(st.none(), categories),
+    )
+    def person_changes(self, who: int, pick: int, action: str, category: str | None) -> None:
+        """The person edits (into any category: a weekly episode moved out of the episodes
+        counts towards the ceiling from then on), keeps or deletes one of their memories."""
         memories = self._memories(who)
         if not memories:
             return
@@ -287,6 +303,8 @@ class HostileModel(RuleBasedStateMachine):
         try:
             if action == "edit":
                 draft = MemoryDraft.of(memory)
+                if category is not None:
+                    draft = replace(draft, category=category)
                 memory_edit_by_user(user=user, memory_id=memory.pk, draft=draft)
             elif action == "keep":
                 memory_keep(user=user, memory_id=memory.pk)
@@ -294,6 +312,20 @@ class HostileModel(RuleBasedStateMachine):
                 memory_delete(user=user, memory_id=memory.pk, actor=MemoryEvent.Actor.USER)
         except MemoryWriteError:
             pass
+        self.model_step = False
+
+    @precondition(lambda self: Memory.objects.filter(category=EPISODE).exists())
+    @rule(who=st.integers(0, 1), pick=st.integers(0, 100), category=st.sampled_from(Category.values))
+    def person_moves_a_weekly_episode(self, who: int, pick: int, category: str) -> None:
+        """The person files a weekly summary under another category: one more memory
+        towards the ceiling, in the same write that moves it."""
+        episodes = [m for m in self._memories(who) if m.category == EPISODE]
+        if not episodes:
+            return
+        memory = episodes[pick % len(episodes)]
+        draft = replace(MemoryDraft.of(memory), category=category)
+        with contextlib.suppress(MemoryWriteError):
+            memory_edit_by_user(user=self.people[who], memory_id=memory.pk, draft=draft)
         self.model_step = False
 
     @precondition(lambda self: MemoryProposal.objects.exists())
@@ -306,6 +338,35 @@ class HostileModel(RuleBasedStateMachine):
         for _ in range(2 if twice else 1):
             with contextlib.suppress(MemoryWriteError):
                 answer(user=self.people[who], proposal_id=proposal.pk)
+        self.model_step = False
+
+    # Staff, through the admin ------------------------------------------------------------
+
+    @rule(who=st.integers(0, 1), key=keys, category=categories, summary=sentences, pick=st.integers(0, 100))
+    def staff_write(self, who: int, key: str, category: str, summary: str, pick: int) -> None:
+        """Staff add or change a memory as the admin does: their own writes are held to the
+        ceiling like the coach's; a protected memory's change becomes a suggestion."""
+        memories = self._memories(who)
+        if memories and pick % 2:
+            key = memories[pick % len(memories)].key
+        draft = MemoryDraft(key=key, tier=Tier.PROFILE, category=category, summary=summary, content="")
+        user = self.people[who]
+        try:
+            memory_save(user=user, draft=draft, source=Source.ADMIN, actor=MemoryEvent.Actor.ADMIN)
+        except MemoryIsProtected:
+            stored = Memory.objects.keyed(user.pk, key).first()
+            if stored is not None:
+                with contextlib.suppress(MemoryWriteError):
+                    proposal_make(
+                        user=user,
+                        memory=stored,
+                        kind=MemoryProposal.Kind.UPDATE,
+                        draft=draft,
+                        reason="Our support team suggested this change.",
+                        actor=MemoryEvent.Actor.ADMIN,
+                    )
+        except MemoryWriteError:
+            pass
         self.model_step = False
 
     # What is checked after each step -----------------------------------------------------

@@ -14,8 +14,8 @@ from django.test import Client
 from django.utils import timezone
 
 import memory.services
+from accounts.forgetting import account_delete
 from accounts.models import LoginSession, User
-from accounts.services import account_delete
 from coach.models import ChatSession
 from coach.services import message_post, session_end
 from coach.tasks import summarise_ended_sessions

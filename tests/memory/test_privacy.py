@@ -28,8 +28,8 @@ from django.test import Client
 from django.utils import timezone
 from psycopg import sql
 
+from accounts.forgetting import account_delete, memories_delete_all_by_person
 from accounts.models import LoginSession, User
-from accounts.services import account_delete, memories_delete_all_by_person
 from coach.models import ChatSession, Message
 from emails.models import Email, EmailPreference, WeeklyEpisodeRequest
 from infra.rows import text

@@ -46,6 +46,8 @@ def coach_saves(user: User, key: str, summary: str, *, category: str = "habit", 
         source="coach",
         actor="coach",
         embedding=Embedding(bag_of_words_embedding(summary), "bag-of-words"),
+        # Only the weekly job files a memory as an episode.
+        weekly_episode=category == "episode",
     )
 
 

@@ -79,7 +79,7 @@ def test_a_note_that_reads_like_a_weekly_episode_is_saved_not_refused_as_a_copy_
     week = "A good week: writing in the mornings, a long run, and evening pages once school started"
     episode = MemoryDraft(key="week-2026-06", tier="episodic", category="episode", summary=week, content=week)
     vector = Embedding(unit(1.0, 0.1), settings.EMBEDDING_MODEL)
-    memory_save(user=user, draft=episode, source="coach", actor="system", embedding=vector)
+    memory_save(user=user, draft=episode, source="coach", actor="system", embedding=vector, weekly_episode=True)
     note = "Writes in the evenings once the kids are in bed"
     model_server.set_embedding(note, unit(1.0, 0.12))
 

@@ -26,7 +26,7 @@ def hash_indexed_words(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("coach", "0010_conversation_embeddings_and_look_backs"),
+        ("coach", "0011_forgetting_reaches_everywhere"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
