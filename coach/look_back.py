@@ -406,10 +406,10 @@ LOOK_BACK_TOOL = ToolFromAbove(
     name=NAME,
     description=(
         "Look back through the person's own past conversations with you for what they said, and what you "
-        "said, nearest in meaning to a query. Use it when they refer to something earlier that your memory "
-        "lacks ('like I said last month', 'do you remember when...'); not otherwise. It never returns this "
-        "conversation, which you have already. Each result has its conversation's date and title, and each "
-        "line says who said it."
+        "said, that matches a query by its words or its meaning. Use it when they refer to something earlier "
+        "that your memory lacks ('like I said last month', 'do you remember when...'); not otherwise. It never "
+        "returns this conversation, which you have already. Each result is what they said with the turns around "
+        "it, under its conversation's title and the date it was said; each line says who said it."
     ),
     parameters=strict_object(
         {

@@ -145,7 +145,8 @@ def _write_specs() -> dict[str, tuple[str, dict[str, Any]]]:
 def _read_specs() -> dict[str, tuple[str, dict[str, Any]]]:
     return {
         "search_memories": (
-            "Find the person's memories closest in meaning to a query, with their keys and summaries.",
+            "Find the person's memories that match a query by its words or its meaning, best first, with their "
+            "keys, summaries and what matched.",
             _object({"query": {"type": "string"}, "limit": _nullable({"type": "integer"})}),
         ),
         "recall_memory": (
