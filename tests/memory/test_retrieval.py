@@ -76,6 +76,17 @@ def test_each_memory_found_says_whether_its_words_its_meaning_or_both_found_it(
     assert found["swims"]["similarity"] > found["oats"]["similarity"]
 
 
+def test_the_words_still_find_when_the_embedding_model_fails(user: User, model_server: ModelServer) -> None:
+    memories_of(user, MINE)
+    model_server.queue_embedding_error(503)
+
+    result = search(user, "fingerboard hangs")
+
+    assert result["status"] == "found" and "words alone" in result["note"]
+    assert [m["key"] for m in result["memories"]] == ["finger-injury"]
+    assert result["memories"][0]["found_by"] == "the word hangs"
+
+
 def test_a_memory_in_chinese_or_arabic_is_found_by_its_own_words(user: User, model_server: ModelServer) -> None:
     make_memory(user, "zh", summary="我的膝盖受伤了 不能跑步")
     make_memory(user, "ar", summary="لدي حساسية من الفول السوداني")
