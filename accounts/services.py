@@ -24,8 +24,10 @@ from emails.preferences import email_frequency_choose
 from infra import llm
 from memory.drafts import MemoryDraft
 from memory.embeddings import memory_text
-from memory.models import SUMMARY_MAX_CHARS
-from memory.services import memory_save
+from memory.models import SUMMARY_MAX_CHARS, Memory
+from memory.overlaps import overlaps_offer
+from memory.selectors import SimilarMemory
+from memory.services import memory_add_by_user, memory_save
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +107,13 @@ QUESTIONS = (
 # A typed allergy label says something the fact needs: "allergies: peanuts" reads
 # "Allergic to peanuts".
 ALLERGY_LABELS = frozenset({"allergy", "allergies", "allergic", "allergic to", "food allergy", "food allergies"})
+
+
+def memory_add_by_person(*, user: User, draft: MemoryDraft) -> tuple[Memory, list[SimilarMemory]]:
+    """A memory the person typed on the memory page, kept for good; and the memories it
+    reads like, offered there to merge or keep both (never a reason not to save it)."""
+    memory = memory_add_by_user(user=user, draft=draft)
+    return memory, overlaps_offer(user=user, memory=memory)
 
 
 class OnboardingDone(Exception):

@@ -62,6 +62,7 @@ COLUMNS = (
     Place("memory_memory.summary", "the memory's one line", _MEMORY_TEXT),
     Place("memory_memory.content", "the memory's whole note (a weekly episode's text too)", _MEMORY_TEXT),
     Place("memory_memory.embedding", "the memory's text, embedded", _MEMORY_TEXT),
+    Place("memory_memory.words", "keyed hashes of the memory's words, to find it by them", _MEMORY_TEXT),
     Place("memory_memoryevent.key", "a memory's name in its history", _MEMORY),
     Place("memory_memoryevent.reason", "why a memory changed, in the writer's words", _MEMORY_TEXT),
     Place("memory_memoryevent.before", "a memory as it was before a change (an evicted one, to restore)", _MEMORY_TEXT),
@@ -79,6 +80,11 @@ COLUMNS = (
     Place(
         "coach_conversationembedding.embedding",
         "exchanges and summaries embedded, for the look-back",
+        _OF_A_CONVERSATION,
+    ),
+    Place(
+        "coach_conversationembedding.words",
+        "keyed hashes of the words of exchanges and summaries, for the look-back",
         _OF_A_CONVERSATION,
     ),
     # A check-in is drawn on one memory and is withdrawn with it; a nudge quoting several

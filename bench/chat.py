@@ -122,7 +122,7 @@ def model_calls_per_turn(server: ModelServer) -> dict[str, int]:
             calls[case] = len(server.chat_requests()) - before
         return calls
 
-    with override_settings(EMBEDDING_MODEL="bag-of-words", MEMORY_DEDUP_THRESHOLD=0.9):
+    with override_settings(EMBEDDING_MODEL="bag-of-words", MEMORY_DEDUP_THRESHOLD=0.9, MEMORY_DEDUP_FAR_THRESHOLD=0.95):
         return asyncio.run(run())
 
 

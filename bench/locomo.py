@@ -11,13 +11,17 @@ the app at its date, stored through the app's services (A's turns the person's m
 B's the coach's replies); what the dataset noted about A is saved through `save_memory`
 as a coach would in that turn; each session's summary is kept, and becomes its week's
 episode. Embeddings are the offline coach's all-MiniLM-L6-v2. Then, for every question
-about A in categories 1-4: is an evidence turn (or its observation) in the prompt the
-coach would get with the question as the latest message, among the 5 of
-`search_memories`, among the 5 of `search_conversations`? Printed per conversation and
-category, with the prompt's tokens, the embedding requests and the time per question, and
-the baselines of the same run: every observation in the prompt, the top 5 of every
-observation by the same embeddings, the whole conversation. Category 5: how often the
-look-back passed a turn of B's off as the person's.
+about A in categories 1-4, asked in A's own voice ("When did I...?"): is an evidence turn
+(or its observation) in the prompt the coach would get with the question as the latest
+message, among the 5 of `search_memories`, among the lines `search_conversations` returns
+(or a summary it returns of the conversation the turn was in)? Printed per conversation
+and category, with both forms of the question (A's voice, and the dataset's "When did
+Caroline...?"), the look-back's variants side by side (by meaning, by words, fused; the
+exchange or a window of turns; the top 5 or the token budget) with their tokens, the
+prompt's tokens, the embedding requests and the time per question, and the baselines of
+the same run: every observation in the prompt, the top 5 of every observation by the same
+embeddings, the whole conversation. Category 5: how often the look-back passed a turn of
+B's off as the person's.
 
 A benchmark, not a test: it prints tables.
 """
@@ -41,13 +45,16 @@ from bench.long_conversations.look_back import look_back  # noqa: E402
 from bench.long_conversations.questions import Probe  # noqa: E402
 from bench.long_conversations.run import measure_conversation  # noqa: E402
 from bench.long_conversations.table import (  # noqa: E402
+    TARGET_LOOK_BACK,
     TARGET_REACHED,
     Run,
     cost_table,
+    forms_table,
     misses,
     question_table,
     reached_table,
     trap_table,
+    variants_table,
 )
 from offline_coach import ModelServer, minilm  # noqa: E402
 
@@ -95,6 +102,17 @@ def print_tables(runs: list[Run], available: bool, why_not: str) -> None:
         share = sum(a.reached for a in asked) / len(asked)
         verdict = "met" if share >= TARGET_REACHED else "not met"
         print(f"target: evidence reaches the coach for >= {TARGET_REACHED:.0%}: {share:.1%}, {verdict}")
+        alone = sum(bool(a.in_conversations) for a in asked) / len(asked)
+        within = max(a.look_back_tokens for a in asked)
+        verdict = "met" if alone >= TARGET_LOOK_BACK and within <= settings.COACH_LOOK_BACK_MAX_TOKENS else "not met"
+        print(
+            f"target: the look-back alone >= {TARGET_LOOK_BACK:.0%} within {settings.COACH_LOOK_BACK_MAX_TOKENS:,} "
+            f"tokens: {alone:.1%}, its largest result {within:,} tokens, {verdict}"
+        )
+        print("\nThe question in the person's voice and as the dataset words it")
+        print("\n".join(forms_table(runs)))
+        print("\nThe look-back's variants, questions in the person's voice")
+        print("\n".join(variants_table(runs)))
     else:
         print(f"search_conversations {why_not}: its column and the target are not measured")
     print("\nWhat it cost")

@@ -9,7 +9,8 @@ another model than EMBEDDING_MODEL (it changed) is embedded again, as memories a
 embedding failure leaves the exchange unindexed, to be tried again then; it never fails a
 turn. Nothing of a conversation that is not remembered is embedded, nor anything of a
 person while their memory is off, nor, ever, an exchange held while it was off. Only
-vectors are written here; the words stay in their encrypted columns. Never inside a
+vectors and keyed hashes of the words (infra/hashed_words.py) are written here; the words
+stay in their encrypted columns. Never inside a
 transaction while waiting on the model.
 """
 
@@ -26,6 +27,7 @@ from django.utils import timezone
 
 from coach.models import ChatSession, ConversationEmbedding, Message
 from infra import llm
+from infra.hashed_words import hashed_words
 
 Kind = ConversationEmbedding.Kind
 # Texts per embedding request: a 600-turn conversation is three requests.
@@ -38,6 +40,8 @@ class _Pending:
 
     session_id: int
     text: str
+    # What it is found by in words: the whole exchange, the person's words and the reply.
+    words: str = ""
     message_id: int | None = None
     reply_id: int | None = None
     text_at: datetime | None = None
@@ -54,6 +58,13 @@ def exchange_text(*, said: str, answered: str) -> str:
     coach's way of speaking (measured on LoCoMo by bin/bench locomo)."""
     if len(said.split()) >= SAID_ALONE_WORDS or not answered.strip():
         return said
+    return f"{said}\n{answered}"
+
+
+def exchange_words(*, said: str, answered: str) -> str:
+    """What an exchange is found by in words: all of it, the person's words and the reply.
+    Unlike its meaning, words do not drift towards the coach's way of speaking: a word of
+    the question in the reply ("your knee") is as telling as in the person's message."""
     return f"{said}\n{answered}"
 
 
@@ -157,6 +168,7 @@ def _exchanges_after(user_id: int, model: str, after_pk: int, limit: int) -> lis
             _Pending(
                 session_id=message.session_id,
                 text=text,
+                words=exchange_words(said=message.content, answered=reply.content if reply else ""),
                 message_id=message.pk,
                 reply_id=reply.pk if reply else None,
             )
@@ -173,7 +185,7 @@ def _summaries_after(user_id: int, model: str, after_pk: int, limit: int) -> lis
     )
     # An empty summary (nothing was said, or memory was off when it ended) is walked past,
     # with nothing to embed.
-    return [_Pending(session_id=s.pk, text=s.summary, text_at=s.summarised_at) for s in sessions]
+    return [_Pending(session_id=s.pk, text=s.summary, words=s.summary, text_at=s.summarised_at) for s in sessions]
 
 
 def _embedded(batch: list[_Pending], *, user_id: int, kind: str, model: str) -> int:
@@ -207,6 +219,7 @@ def _embedded(batch: list[_Pending], *, user_id: int, kind: str, model: str) -> 
                     reply_id=item.reply_id,
                     embedding=embedding.vector,
                     embedding_model=embedding.model,
+                    words=hashed_words(user_id, item.words),
                     text_at=item.text_at,
                     embedded_at=now,
                 )
@@ -215,3 +228,33 @@ def _embedded(batch: list[_Pending], *, user_id: int, kind: str, model: str) -> 
             ignore_conflicts=True,
         )
     return len(created)
+
+
+def exchange_words_rehash(*, batch_size: int = EMBED_BATCH_SIZE) -> int:
+    """Hash the words of every indexed exchange and summary again, under the current
+    FIELD_LOOKUP_KEY (rotate_encryption_keys, after it changed): what a search by words
+    looks for is hashed under it. Returns how many changed. A batch at a time, each its own
+    short transaction."""
+    changed, last = 0, 0
+    while True:
+        with transaction.atomic():
+            batch = list(
+                ConversationEmbedding.objects.select_for_update(of=("self",))
+                .filter(pk__gt=last, embedding__isnull=False)
+                .select_related("session", "message", "reply")
+                .only("pk", "user_id", "kind", "words", "session__summary", "message__content", "reply__content")
+                .order_by("pk")[:batch_size]
+            )
+            if not batch:
+                return changed
+            for row in batch:
+                if row.kind == Kind.SUMMARY:
+                    text = row.session.summary
+                else:
+                    said = row.message.content if row.message is not None else ""
+                    text = exchange_words(said=said, answered=row.reply.content if row.reply is not None else "")
+                words = hashed_words(row.user_id, text)
+                if words != row.words:
+                    ConversationEmbedding.objects.filter(pk=row.pk).update(words=words)
+                    changed += 1
+        last = batch[-1].pk

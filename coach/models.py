@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 from django.utils import timezone
 from pgvector.django import VectorField
 
 from infra.encryption import EncryptedTextField
+from infra.hashed_words import HashedWordsField
 
 TITLE_MAX_CHARS = 60
 
@@ -184,6 +186,9 @@ class ConversationEmbedding(models.Model):
     # None: an exchange kept out of the look-back for good (said while memory was off).
     embedding = VectorField(null=True, blank=True)
     embedding_model = models.CharField(max_length=100)
+    # The words of the exchange (the person's message and the reply) or of the summary, each
+    # a keyed hash (infra/hashed_words.py): what the look-back's search by words reads.
+    words = HashedWordsField()
     # For a summary: the session's summarised_at it was embedded at (a reopened conversation
     # is summarised again, and its new summary embedded again).
     text_at = models.DateTimeField(null=True, blank=True)
@@ -203,7 +208,11 @@ class ConversationEmbedding(models.Model):
                 name="conversation_embedding_exchange_has_its_message",
             ),
         ]
-        indexes = [models.Index(fields=["user", "embedding_model"])]
+        indexes = [
+            models.Index(fields=["user", "embedding_model"]),
+            # Each hash is one person's word, so a posting list holds that person's rows alone.
+            GinIndex(fields=["words"], name="conversation_embedding_words"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind} embedding {self.pk} of session {self.session_id}"

@@ -48,7 +48,12 @@ def reencrypt(token: str) -> str:
 
 def lookup_digest(text: str) -> str:
     """The keyed hash by which an encrypted value is found: 64 hex characters."""
-    return hmac.new(_lookup_key(settings.FIELD_LOOKUP_KEY), text.encode(), hashlib.sha256).hexdigest()
+    return hmac.new(lookup_key(), text.encode(), hashlib.sha256).hexdigest()
+
+
+def lookup_key() -> bytes:
+    """FIELD_LOOKUP_KEY, the secret of every keyed hash the app looks things up by."""
+    return _lookup_key(settings.FIELD_LOOKUP_KEY)
 
 
 @lru_cache(maxsize=2)

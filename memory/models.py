@@ -12,12 +12,15 @@ import json
 from typing import Any
 
 from django.conf import settings
+from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 from pgvector.django import VectorField
 
 from infra.encryption import EncryptedTextField, lookup_digest
+from infra.hashed_words import HashedWordsField
+from memory.embeddings import memory_text
 from memory.policy import PROTECTED_CATEGORIES, USER_SOURCES, MemoryFacts, is_protected
 
 SUMMARY_MAX_CHARS = 150
@@ -111,6 +114,9 @@ class Memory(models.Model):
     # current model (see selectors), which also rules out an ANN index on this column.
     embedding = VectorField(null=True, blank=True)
     embedding_model = models.CharField(max_length=100, blank=True)
+    # The words of the summary and the note, each a keyed hash (infra/hashed_words.py), set
+    # from them on every write: what a search by words reads, never the words themselves.
+    words = HashedWordsField(source="words_source")
     due_at = models.DateTimeField(null=True, blank=True)
     # Only the month is known ("a trip in May"): `due_at` is its first morning, and the date
     # is said as the month, never as a day nobody gave.
@@ -141,6 +147,8 @@ class Memory(models.Model):
         ]
         indexes = [
             models.Index(fields=["user", "updated_at"]),
+            # Each hash is one person's word, so a posting list holds that person's rows alone.
+            GinIndex(fields=["words"], name="memory_words"),
             # Check-in planning scans only the open intentions, across everyone, by date.
             models.Index(
                 fields=["due_at"], name="memory_open_intentions", condition=Q(tier="prospective", status="open")
@@ -156,8 +164,14 @@ class Memory(models.Model):
         self.set_key_digest()
         update_fields = kwargs.get("update_fields")
         if update_fields is not None and "key" in update_fields:
-            kwargs["update_fields"] = {*update_fields, "key_digest"}
+            kwargs["update_fields"] = update_fields = {*update_fields, "key_digest"}
+        if update_fields is not None and {"summary", "content"} & set(update_fields):
+            kwargs["update_fields"] = {*update_fields, "words"}
         super().save(*args, **kwargs)
+
+    def words_source(self) -> tuple[int, str]:
+        """Whose words, and which: what `words` is hashed from (the text it is embedded by)."""
+        return self.user_id, memory_text(summary=self.summary, content=self.content)
 
     def set_key_digest(self) -> None:
         """From the key, before every write of the row."""

@@ -11,10 +11,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from memory.drafts import MemoryDraft, MemoryNotFound
-from memory.embeddings import embed_memory
+from memory.embeddings import embed_memory, memory_text
 from memory.models import SUMMARY_MAX_CHARS, Memory, MemoryEvent, MemoryOverlap, Source
-from memory.policy import USER_SOURCES
-from memory.selectors import SimilarMemory
+from memory.near_copies import CANDIDATES, is_near
+from memory.policy import EPISODE, USER_SOURCES
+from memory.selectors import SimilarMemory, memories_by_similarity
 from memory.store import apply_draft, give_neutral_key, lock_user, record_event
 
 if TYPE_CHECKING:
@@ -32,6 +33,28 @@ def overlaps_record(*, user: User, memory: Memory, similar: Sequence[SimilarMemo
         if s.memory.pk != memory.pk
     ]
     return len(MemoryOverlap.objects.bulk_create(rows, ignore_conflicts=True))
+
+
+def overlaps_offer(*, user: User, memory: Memory) -> list[SimilarMemory]:
+    """The person's memories `memory` reads like, by the rule of a save's near-copy flag
+    (memory/near_copies.py), recorded to be offered on the memory page: merge, or keep both.
+    What the person adds on the page is never refused; it is checked like this after. No
+    embedding request: the memory's own embedding is compared, and its words."""
+    if memory.embedding is None:
+        return []
+    found = memories_by_similarity(
+        user=user,
+        vector=[float(value) for value in memory.embedding],
+        model=memory.embedding_model,
+        text=memory_text(summary=memory.summary, content=memory.content),
+        limit=CANDIDATES,
+        exclude_key=memory.key,
+        # A weekly episode is the record of a week: never the same fact as a note.
+        exclude_category=EPISODE,
+    )
+    near = [f for f in found if is_near(f.why)]
+    overlaps_record(user=user, memory=memory, similar=near)
+    return near
 
 
 def overlap_merge(*, user: User, overlap_id: int, now: datetime | None = None) -> Memory:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -20,6 +20,7 @@ from memory.models import (
     key_digest,
 )
 from memory.policy import MemoryFacts
+from memory.retrieval import Query, Why, memories_found
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -29,6 +30,9 @@ if TYPE_CHECKING:
 class SimilarMemory:
     memory: Memory
     similarity: float
+    # Why it was found (memory/retrieval.py): the words it shares with what was searched for,
+    # and its closeness in meaning.
+    why: Why = field(default_factory=Why)
 
 
 def memory_list_for_user(*, user: User, in_use_only: bool = False) -> QuerySet[Memory]:
@@ -65,32 +69,34 @@ def memory_by_key(*, user: User, key: str, in_use_only: bool = False) -> Memory 
 def memories_by_similarity(
     *,
     user: User,
-    vector: list[float],
+    vector: list[float] | None,
     model: str,
     limit: int,
+    text: str = "",
     exclude_category: str | None = None,
     in_use_only: bool = False,
     exclude_key: str | None = None,
+    most_words: int | None = None,
 ) -> list[SimilarMemory]:
-    """The user's memories nearest to `vector`, nearest first (each with its key, tier,
-    category and summary), but those of `exclude_category` and the one named `exclude_key`.
+    """The user's memories that `text` (embedded as `vector` by `model`) finds, by their
+    words and their meaning fused (memory/retrieval.py), best first, each with its key, tier,
+    category and summary and why it was found; but those of `exclude_category` and the one
+    named `exclude_key`. Without `text`, by meaning alone.
 
-    An exact scan, on purpose: the user filter (on the user_id index) leaves at most a few
-    hundred rows, which PostgreSQL compares in well under a millisecond. An approximate
-    (HNSW/IVFFlat) index would serve the whole table, needs a fixed dimension, and would
-    have to be filtered after the fact, where it can silently return fewer rows.
-    Only embeddings of the current model are comparable; others wait for re-embedding.
+    An exact scan by meaning, on purpose: the user filter leaves at most a few hundred rows,
+    which PostgreSQL compares in well under a millisecond. Only embeddings of the current
+    model are compared by meaning; all are by their words.
     """
-    nearest = statements.memories_nearest(
+    query = Query.of(user_id=user.pk, text=text, vector=vector, model=model, most=most_words)
+    found = memories_found(
         user_id=user.pk,
-        vector=vector,
-        model=model,
+        query=query,
         limit=limit,
         exclude_category=exclude_category,
         exclude_digest=None if exclude_key is None else key_digest(user.pk, exclude_key),
         in_use_only=in_use_only,
     )
-    return [SimilarMemory(memory=memory, similarity=round(1.0 - distance, 4)) for memory, distance in nearest]
+    return [SimilarMemory(memory=f.memory, similarity=f.similarity, why=f.why) for f in found]
 
 
 def memory_by_key_and_similar(
@@ -100,6 +106,7 @@ def memory_by_key_and_similar(
     vector: list[float],
     model: str,
     limit: int,
+    text: str = "",
     exclude_category: str | None = None,
     in_use_only: bool = False,
 ) -> tuple[Memory | None, list[SimilarMemory]]:
@@ -111,6 +118,7 @@ def memory_by_key_and_similar(
         vector=vector,
         model=model,
         limit=limit,
+        text=text,
         exclude_category=exclude_category,
         in_use_only=in_use_only,
         exclude_key=key,

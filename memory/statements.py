@@ -1,7 +1,7 @@
 """The reads and writes every memory tool call makes, written as SQL where it pays
 (infra/rows.py says why; bench/statements.py measures each path against the ORM: a coach's
-save through its tool, 10.3 ms in SQL against 21.8 ms by the ORM; a search, 5.7 ms against
-8.0 ms). memory/selectors.py and memory/store.py say what each one means; this says how.
+save through its tool, 10.3 ms in SQL against 21.8 ms by the ORM). Searches are
+memory/retrieval.py's. memory/selectors.py and memory/store.py say what each one means; this says how.
 Each is scoped to one person, and `in_use_only` reads nothing while that person has
 memory off, in the same statement."""
 
@@ -59,32 +59,6 @@ def memory_keyed(*, user_id: int, digest: str, in_use_only: bool = False, locked
     return from_row(Memory, row) if locked else from_row(Memory, row, without=WITHOUT_EMBEDDING)
 
 
-def memories_nearest(
-    *,
-    user_id: int,
-    vector: list[float],
-    model: str,
-    limit: int,
-    exclude_category: str | None,
-    exclude_digest: str | None,
-    in_use_only: bool,
-) -> list[tuple[Memory, float]]:
-    """The person's memories embedded by `model`, nearest to `vector` first, each with its
-    cosine distance; the fields NOT_IN_A_MATCH are left unread."""
-    parameters = {
-        "vector": Memory._meta.get_field("embedding").get_db_prep_value(vector, connection),
-        "user_id": user_id,
-        "model": model,
-        "exclude_digest": exclude_digest,
-        "exclude_category": exclude_category,
-        "limit": limit,
-    }
-    with connection.cursor() as cursor:
-        cursor.execute(_sql().memories_nearest[in_use_only], parameters)
-        rows = cursor.fetchall()
-    return [(from_row(Memory, row[:-1], without=NOT_IN_A_MATCH), float(row[-1])) for row in rows]
-
-
 def memory_with_event_insert(memory: Memory, event: MemoryEvent) -> None:
     """Insert a new memory and the event recording it in one statement, as two saves would;
     both get their ids, the event its memory's."""
@@ -104,7 +78,6 @@ class _Statements:
     # By whether only a person with memory on is read.
     memory_keyed: dict[bool, str]
     memory_keyed_locked: str
-    memories_nearest: dict[bool, str]
     memory_with_event_insert: str
 
 
@@ -119,14 +92,6 @@ def _sql() -> _Statements:
     keyed = sql.SQL(
         "SELECT {columns} FROM {memory} m {in_use} WHERE m.user_id = %(user_id)s AND m.key_digest = %(digest)s "
         "ORDER BY m.id LIMIT 1"
-    )
-    nearest = sql.SQL(
-        """SELECT {match}, m.embedding <=> %(vector)s::vector AS distance FROM {memory} m {in_use}
-        WHERE m.user_id = %(user_id)s AND m.embedding_model = %(model)s AND m.embedding IS NOT NULL
-          AND (%(exclude_digest)s::varchar IS NULL OR m.key_digest <> %(exclude_digest)s::varchar)
-          AND (%(exclude_category)s::varchar IS NULL OR m.category <> %(exclude_category)s::varchar)
-        ORDER BY distance, m.id
-        LIMIT %(limit)s"""
     )
     memory_with_event = sql.SQL(
         """WITH linked AS (
@@ -163,9 +128,5 @@ def _sql() -> _Statements:
                 keyed=keyed.format(columns=columns(Memory, "m"), memory=memory, in_use=in_use[False])
             )
         ),
-        memories_nearest={
-            only: text(nearest.format(match=columns(Memory, "m", without=NOT_IN_A_MATCH), memory=memory, in_use=clause))
-            for only, clause in in_use.items()
-        },
         memory_with_event_insert=text(memory_with_event),
     )

@@ -1,4 +1,5 @@
-"""The memory tools that read: a search by meaning, and full notes opened by key."""
+"""The memory tools that read: a search by words and meaning (memory/retrieval.py), and full
+notes opened by key."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from typing import Any
 
 from django.conf import settings
 
+from infra.llm import Embedding, LLMError
 from memory.embeddings import embed_query
 from memory.selectors import memories_by_keys, memories_by_similarity
 from memory.tool_context import ToolContext, ToolRefusal, memory_as_result, require_memory_on
@@ -17,15 +19,27 @@ def search_memories(context: ToolContext, *, query: str, limit: int | None) -> d
     if not query.strip():
         raise ToolRefusal("the query is empty")
     limit = max(1, min(limit or settings.MEMORY_SEARCH_LIMIT, settings.MEMORY_SEARCH_LIMIT))
-    embedding = embed_query(query)
-    embedded_alike(context, embedding.model)
+    try:
+        embedding: Embedding | None = embed_query(query)
+    except LLMError:
+        # The words still find what they find: a search is not lost to an outage.
+        embedding = None
+    if embedding is not None:
+        embedded_alike(context, embedding.model)
     found = memories_by_similarity(
-        user=context.user, vector=embedding.vector, model=embedding.model, limit=limit, in_use_only=True
+        user=context.user,
+        vector=embedding.vector if embedding else None,
+        model=embedding.model if embedding else "",
+        text=query,
+        limit=limit,
+        in_use_only=True,
     )
     if not found:
         require_memory_on(context)
+    by_words_alone = {"note": "found by words alone: the embedding model did not answer"} if embedding is None else {}
     return {
         "status": "found",
+        **by_words_alone,
         "memories": [
             {
                 "key": s.memory.key,
@@ -33,6 +47,7 @@ def search_memories(context: ToolContext, *, query: str, limit: int | None) -> d
                 "category": s.memory.category,
                 "summary": s.memory.summary,
                 "similarity": s.similarity,
+                "found_by": s.why.says(),
             }
             for s in found
         ],

@@ -139,8 +139,8 @@ def _write_specs() -> dict[str, tuple[str, dict[str, Any]]]:
 def _read_specs() -> dict[str, tuple[str, dict[str, Any]]]:
     return {
         "search_memories": (
-            "Find the person's memories by words and meaning, with their keys and summaries; "
-            "not for what your memory block shows.",
+            "Find the person's memories by words or meaning, best first, with their keys, summaries and what "
+            "matched; not for what your memory block shows.",
             _object({"query": {"type": "string"}, "limit": _nullable({"type": "integer"})}),
         ),
         "recall_memory": (

@@ -10,14 +10,14 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from django.conf import settings
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
 from infra.llm import Embedding, LLMError
+from memory import near_copies
 from memory.corrections import changed_by_coach
 from memory.drafts import MemoryDraft, feedback_missing, validate_draft
-from memory.embeddings import embed_memory
+from memory.embeddings import embed_memory, memory_text
 from memory.keys import is_neutral
 from memory.models import Category, Memory, MemoryEvent, MemoryProposal, Source
 from memory.overlaps import overlaps_record
@@ -79,7 +79,8 @@ def save_memory(
         key=key,
         vector=embedding.vector,
         model=embedding.model,
-        limit=DEDUP_CANDIDATES,
+        text=memory_text(summary=draft.summary, content=draft.content),
+        limit=near_copies.CANDIDATES,
         # A weekly episode is the record of a week, which touches on every fact told in
         # it: never the same fact as a note, and never to be merged into.
         exclude_category=Category.EPISODE,
@@ -93,34 +94,41 @@ def save_memory(
         return _propose(context, existing, MemoryProposal.Kind.UPDATE, draft, reason="the coach saved new text")
     # Similarity is a flag, not a verdict: after one, the model may say the facts differ.
     answered = bool(keep_separate) and key in context.flagged_keys
-    similar = [] if answered else [s for s in nearest if s.similarity >= settings.MEMORY_DEDUP_THRESHOLD]
+    similar = [] if answered else _nearest_first([s for s in nearest if near_copies.is_near(s.why)])
     if similar and draft.category not in PROTECTED_CATEGORIES:
         return _near_copy(context, key, similar)
     return _saved(context, draft, existing, embedding, similar, now=now)
 
 
+def _nearest_first(similar: list[SimilarMemory]) -> list[SimilarMemory]:
+    return sorted(similar, key=lambda s: -s.similarity)[:DEDUP_CANDIDATES]
+
+
 def _near_copy(context: ToolContext, key: str, similar: list[SimilarMemory]) -> dict[str, Any]:
-    """Not saved: what it looks like, and the model's choices."""
+    """Not saved yet: the memories it reads like, what matched in each, and the choices,
+    none put first: only the model can tell one fact from two."""
     context.duplicate_keys.update(s.memory.key for s in similar)
     context.flagged_keys.add(key)
     return {
         "status": "not_saved",
-        "reason": "it looks like what is already remembered",
+        "reason": "it shares words and meaning with what is already remembered; it may be the same fact or a "
+        "different one",
         "duplicates": [
             {
                 "key": s.memory.key,
                 "category": s.memory.category,
                 "summary": s.memory.summary,
                 "similarity": s.similarity,
+                "matched": s.why.says(),
             }
             for s in similar
         ],
         "choices": [
-            "merge: the same fact with more detail: update_memory on the existing key, text combining both",
-            "replace: the same fact, changed: update_memory on the existing key with the new text",
-            "skip: nothing new to keep",
             "keep_separate: different facts (a talk in June, another in March): save_memory again with the "
             "same arguments and keep_separate true",
+            "merge: the same fact with more detail: update_memory on the existing key, text combining both",
+            "replace: the same fact, changed: update_memory on the existing key with the new text",
+            "skip: the same fact, nothing new to keep",
         ],
     }
 

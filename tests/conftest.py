@@ -93,6 +93,7 @@ def model_server(_model_server: ModelServer, settings) -> ModelServer:
     # test decides what the dedup check sees. Tests about meaning ask for all-MiniLM-L6-v2.
     settings.EMBEDDING_MODEL = "bag-of-words"
     settings.MEMORY_DEDUP_THRESHOLD = 0.8
+    settings.MEMORY_DEDUP_FAR_THRESHOLD = 0.95
     settings.LLM_MAX_RETRIES = 0
     settings.LLM_TIMEOUT_SECONDS = 5.0
     return _model_server

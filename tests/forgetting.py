@@ -4,7 +4,9 @@
 database, Redis and the person's session would, and names those where `phrase` turns up:
 every text, JSON and binary column of every table, raw, with what is encrypted decrypted;
 every vector column, compared with the phrase's own embedding (the tests' bag-of-words
-model: a text that holds the phrase's rare words points towards it); every key of every
+model: a text that holds the phrase's rare words points towards it); every column of
+hashed words, searched for a row of the person's holding every word of the phrase, hashed
+as the app hashes that person's words; every key of every
 Redis database; the person's export; a `search_memories` and a look-back for the phrase;
 and the next request the model receives, in a new conversation and in each one under way.
 `assert_forgotten` fails naming each place a way of forgetting claims to reach and does not.
@@ -38,6 +40,7 @@ from coach.models import ChatSession
 from coach.services import message_post, session_start
 from coach.turn import turn_start
 from infra.encryption import DecryptionError, decrypt
+from infra.hashed_words import query_words
 from memory.tools import ToolContext, run_tool
 from offline_coach import ModelServer
 from offline_coach.bag_of_words import bag_of_words_embedding, words
@@ -53,7 +56,7 @@ TURN_SECONDS = 30
 def places_holding(phrase: str, person: User, *, model_server: ModelServer) -> list[str]:
     """The names of the places (as accounts/where_words_live.py names them) holding `phrase`."""
     needle = phrase.lower()
-    found = [*_columns_holding(needle), *_vectors_near(phrase)]
+    found = [*_columns_holding(needle), *_vectors_near(phrase), *_hashed_words_holding(phrase, person)]
     if needle in _redis_contents().lower():
         found.append(REDIS.name)
     if User.objects.filter(pk=person.pk).exists():
@@ -137,6 +140,26 @@ def _vectors_near(phrase: str) -> list[str]:
                 if _cosine(json.loads(raw), target) >= VECTOR_NEAR:
                     found.append(f"{table}.{column}")
                     break
+    return found
+
+
+def _hashed_words_holding(phrase: str, person: User) -> list[str]:
+    every_word = " & ".join(query_words(person.pk, phrase))
+    found = []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT table_name, column_name FROM information_schema.columns "
+            "WHERE table_schema = current_schema() AND udt_name = 'tsvector'"
+        )
+        for table, column in cursor.fetchall():
+            cursor.execute(
+                sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE user_id = %s AND {} @@ %s::tsquery)").format(
+                    sql.Identifier(table), sql.Identifier(column)
+                ),
+                [person.pk, every_word],
+            )
+            if cursor.fetchone()[0]:
+                found.append(f"{table}.{column}")
     return found
 
 

@@ -84,8 +84,10 @@ class ProposalForm(forms.Form):
         ],
         error_messages={"invalid_choice": "Choose profile, episodic or prospective."},
     )
-    # It reads exactly like a memory the person has: offered unticked, and said so.
+    # It reads like a memory the person has, or like an earlier proposal of the same paste:
+    # offered unticked, and said so.
     known = forms.BooleanField(required=False, widget=forms.HiddenInput)
+    repeats = forms.BooleanField(required=False, widget=forms.HiddenInput)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("label_suffix", "")
@@ -124,12 +126,13 @@ def memory_import(request: HtmxHttpRequest) -> HttpResponse:
         else:
             initial = [
                 {
-                    "keep": not proposal.known,
+                    "keep": not (proposal.known or proposal.repeats),
                     "summary": proposal.summary,
                     "details": proposal.details,
                     "category": proposal.category,
                     "tier": proposal.tier,
                     "known": proposal.known,
+                    "repeats": proposal.repeats,
                 }
                 for proposal in split.proposals
             ]
@@ -186,7 +189,7 @@ def _render_review(
     from_prose: bool = False,
 ) -> HttpResponse:
     room = room or import_room_for_user(user=request.user)
-    offered = sum(1 for form in formset.forms if not _value(form, "known"))
+    offered = sum(1 for form in formset.forms if not (_value(form, "known") or _value(form, "repeats")))
     context = {
         "formset": formset,
         "paste": paste,

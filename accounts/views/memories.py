@@ -25,6 +25,7 @@ from accounts.selectors import (
     memory_history_page_for_user,
     memory_page_for_user,
 )
+from accounts.services import memory_add_by_person
 from accounts.views.partials import HtmxHttpRequest, wants_partial
 from memory.corrections import DetailsMayBeStale
 from memory.drafts import MemoryInvalid, MemoryNotFound, MemoryNotRestorable, ProposalOutdated
@@ -35,7 +36,6 @@ from memory.selectors import (
     recently_forgotten_for_user,
 )
 from memory.services import (
-    memory_add_by_user,
     memory_edit_by_user,
     memory_keep,
     memory_restore,
@@ -64,7 +64,7 @@ def memory_add(request: HtmxHttpRequest) -> HttpResponse:
     form = MemoryForm(request.POST, time_zone=request.user.time_zone)
     if form.is_valid():
         try:
-            memory = memory_add_by_user(user=request.user, draft=form.draft())
+            memory, look_alikes = memory_add_by_person(user=request.user, draft=form.draft())
         except MemoryInvalid as error:
             _add_errors(form, error.errors)
         else:
@@ -74,12 +74,19 @@ def memory_add(request: HtmxHttpRequest) -> HttpResponse:
                     "saved": True,
                     "row": memory_row(memory),
                     "page": memory_page_of(request),
+                    "look_alikes": look_alikes,
                 }
                 return render(request, "accounts/memories.html#memory_added", context)
+            alike = (
+                f" It reads like {len(look_alikes)} other memory of yours: see “These look alike” to merge them "
+                "or keep both."
+                if look_alikes
+                else ""
+            )
             messages.success(
                 request,
                 f"Saved. Your coach will always remember this. Filed under {memory.get_category_display()}: "
-                "Edit changes it.",
+                f"Edit changes it.{alike}",
             )
             return redirect(memory_anchor(memory.pk))
     if wants_partial(request):

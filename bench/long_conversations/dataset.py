@@ -162,3 +162,54 @@ def wrong_speaker_traps(conversation: Conversation) -> list[Question]:
         for q in conversation.questions
         if q.category == ADVERSARIAL and any(turns[d].speaker == conversation.speaker_b for d in q.evidence)
     ]
+
+
+# After these, the person's name is the subject: "When did Caroline go" -> "When did I go".
+_ASKING = {
+    "does": "do",
+    "is": "am",
+    "was": "was",
+    "has": "have",
+    "did": "did",
+    "would": "would",
+    "will": "will",
+    "can": "can",
+    "could": "could",
+    "should": "should",
+    "might": "might",
+}
+# The person's name as the subject, with a verb that agrees with it: "Caroline has" -> "I have".
+_AGREEING = {"is": "am", "has": "have", "was": "was", "does": "do"}
+_THEIRS = re.compile(r"\b(?:her|his|their)\b", re.IGNORECASE)
+_THEY = re.compile(r"\b(?:she|he)\b", re.IGNORECASE)
+
+
+def in_persons_voice(question: str, name: str, other: str) -> str:
+    """A question about `name` as they would ask it themselves: "When did Caroline go to the
+    support group?" -> "When did I go to the support group?"; "What is Caroline's identity?"
+    -> "What is my identity?". Their pronouns become "my" and "I" when the question names no
+    one else (`other`, the other speaker), where they can only mean the person."""
+    name_re = re.escape(name)
+    text = re.sub(rf"\b{name_re}['\u2019]s\b", "my", question)
+    asking = "|".join(_ASKING)
+    text = re.sub(
+        rf"\b({asking})\s+{name_re}\b",
+        lambda m: f"{_keep_case(m.group(1), _ASKING[m.group(1).lower()])} I",
+        text,
+        flags=re.IGNORECASE,
+    )
+    agreeing = "|".join(_AGREEING)
+    text = re.sub(rf"\b{name_re}\s+({agreeing})\b", lambda m: f"I {_AGREEING[m.group(1).lower()]}", text)
+    text = re.sub(rf"\b{name_re}\s+and\s+", "I and ", text)
+    # "What Jon thinks" -> "What I think".
+    text = re.sub(rf"\b{name_re}\s+([a-z]+[^s\W])s\b", r"I \1", text)
+    text = re.sub(rf"^{name_re}\b", "I", text)
+    text = re.sub(rf"\b{name_re}\b", "me", text)
+    if other not in text:
+        text = _THEIRS.sub("my", text)
+        text = _THEY.sub("I", text)
+    return text
+
+
+def _keep_case(original: str, word: str) -> str:
+    return word.capitalize() if original[:1].isupper() else word

@@ -48,6 +48,10 @@ class Ingested:
     user: User
     # A person's message (the first of an exchange) -> the dia_ids of the exchange's turns.
     exchange_turns: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    # Every message, the person's and the coach's -> the dia_id of its turn; and each
+    # conversation -> the dia_ids of its turns (what its summary sums up).
+    turn_of_message: dict[int, str] = field(default_factory=dict)
+    session_turns: dict[int, set[str]] = field(default_factory=dict)
     # A memory key the coach saved -> the observation it holds.
     observation_of_key: dict[str, Observation] = field(default_factory=dict)
     saves: Counter[str] = field(default_factory=Counter)
@@ -133,6 +137,8 @@ def _play_session(done: Ingested, clock: AppClock, session: Session, speaker_a: 
         clock.at = session.at + number * TURN_GAP
         message = message_post(session=chat, text=said.text, client_id=None, now=clock.at)
         done.exchange_turns[message.pk] = (said.dia_id, reply.dia_id) if reply else (said.dia_id,)
+        done.turn_of_message[message.pk] = said.dia_id
+        done.session_turns.setdefault(chat.pk, set()).update(done.exchange_turns[message.pk])
         done.exchanges += 1
         attempt = turn_claim(message_id=message.pk, user_id=done.user.pk, now=clock.at)
         assert attempt is not None, f"message {message.pk} could not be claimed"
@@ -140,7 +146,7 @@ def _play_session(done: Ingested, clock: AppClock, session: Session, speaker_a: 
         _coach_saves(done, chat, message, noted.get(number, []))
         if reply is not None:
             clock.at += REPLY_AFTER
-            reply_save(attempt=attempt, text=reply.text, now=clock.at)
+            done.turn_of_message[reply_save(attempt=attempt, text=reply.text, now=clock.at).pk] = reply.dia_id
         else:
             # A's last word of the session: the person left before an answer came, as Stop
             # leaves a turn (answered, nothing said back).

@@ -1,8 +1,12 @@
 """What reached the coach for each question: is one of its evidence turns (or the fact noted
 from it) in the prompt the coach would get with the question as the person's latest
-message, among the 5 of one `search_memories` call, among the 5 of one
-`search_conversations` call? Beside them, in the same run, the baselines: a store that
-keeps every observation and returns the top 5 by the same embeddings.
+message, among the 5 of one `search_memories` call, among what one `search_conversations`
+call returns (its lines, or a summary of the conversation the turn was in)? Each question
+is asked in the person's own voice ("When did I go...?", the dataset's name of the person
+turned into the first person), and the two searches again in the dataset's words ("When
+did Caroline go...?"), so both forms are printed. Beside them, in the same run, the
+baselines: a store that keeps every observation and returns the top 5 by the same
+embeddings; and the look-back's variants side by side.
 
 The prompt is the app's own: the question is posted in a new conversation the day after
 the last session and the turn is begun as a chat turn begins it (coach/claims.py
@@ -21,9 +25,9 @@ from datetime import timedelta
 
 from accounts.models import User
 from bench.long_conversations.baselines import TOP, Baseline, baselines
-from bench.long_conversations.dataset import Conversation, Observation, Question
+from bench.long_conversations.dataset import Conversation, Observation, Question, in_persons_voice
 from bench.long_conversations.ingest import AppClock, Ingested
-from bench.long_conversations.look_back import PERSON, LookBack
+from bench.long_conversations.look_back import PERSON, VARIANTS, FoundExchange, LookBack
 from coach.claims import reply_stop, turn_begin
 from coach.services import message_post, session_delete, session_start
 from infra.tokens import estimate_tokens
@@ -51,10 +55,23 @@ class Asked:
     memory_tokens: int
     seconds: dict[str, float] = field(default_factory=dict)
     embeddings: dict[str, int] = field(default_factory=dict)
+    # A summary the look-back returned is of a conversation an evidence turn was in.
+    through_summary: bool = False
+    # The look-back's result, in tokens; the question as the dataset words it, and the two
+    # searches asked so; and each variant of the look-back: (evidence found, tokens).
+    look_back_tokens: int = 0
+    as_written: str = ""
+    in_memories_as_written: bool = False
+    in_conversations_as_written: bool | None = None
+    variants: dict[str, tuple[bool, int]] = field(default_factory=dict)
 
     @property
     def reached(self) -> bool:
-        return self.in_prompt or self.in_memories or bool(self.in_conversations)
+        return self.in_prompt or self.in_memories or bool(self.in_conversations) or self.through_summary
+
+    @property
+    def reached_as_written(self) -> bool:
+        return self.in_prompt or self.in_memories_as_written or bool(self.in_conversations_as_written)
 
     @property
     def reached_today(self) -> bool:
@@ -78,7 +95,7 @@ def ask(conversation: Conversation, done: Ingested, questions: Sequence[Question
     with AppClock().running() as clock:
         clock.at = (done.last_at or conversation.sessions[-1].at) + ASKED_AFTER
         for question, baseline in zip(questions, base, strict=True):
-            asked.append(_ask_one(done, question, noted_memory, probe, baseline=baseline))
+            asked.append(_ask_one(conversation, done, question, noted_memory, probe, baseline=baseline))
     noted = {d for o in conversation.observations_of(conversation.speaker_a) for d in o.dia_ids}
     for one in asked:
         one.noted = bool(noted & set(one.question.evidence))
@@ -86,9 +103,16 @@ def ask(conversation: Conversation, done: Ingested, questions: Sequence[Question
 
 
 def _ask_one(
-    done: Ingested, question: Question, noted_memory: dict[int, Observation], probe: Probe, *, baseline: Baseline
+    conversation: Conversation,
+    done: Ingested,
+    question: Question,
+    noted_memory: dict[int, Observation],
+    probe: Probe,
+    *,
+    baseline: Baseline,
 ) -> Asked:
     evidence, kept = set(question.evidence), done.observation_of_key
+    voiced = in_persons_voice(question.text, conversation.speaker_a, conversation.speaker_b)
     timing: dict[str, float] = {}
     embeds: dict[str, int] = {}
 
@@ -98,13 +122,30 @@ def _ask_one(
         timing[name], embeds[name] = time.perf_counter() - started, probe.embedding_requests() - before
         return result
 
-    chat, prompt_ids, prompt_tokens, memory_tokens = measured("prompt", lambda: _prompt(done.user, question.text))
-    keys = measured("search_memories", lambda: _memories_found(done.user, chat, question.text))
-    in_conversations, summaries = None, 0
-    if probe.look_back.available:
-        found = measured("search_conversations", lambda: probe.look_back.search(done.user, question.text, TOP, chat))
-        in_conversations = any(evidence & set(done.exchange_turns.get(x.message_id, ())) for x in found)
+    chat, prompt_ids, prompt_tokens, memory_tokens = measured("prompt", lambda: _prompt(done.user, voiced))
+    keys = measured("search_memories", lambda: _memories_found(done.user, chat, voiced))
+    keys_as_written = _memories_found(done.user, chat, question.text)
+    in_conversations = in_as_written = None
+    summaries, through_summary, tokens = 0, False, 0
+    variants: dict[str, tuple[bool, int]] = {}
+    look = probe.look_back
+    if look.search is not None:
+        if look.measure is not None:
+            searched = measured("search_conversations", lambda: look.measure(done.user, voiced, None, chat))
+            found, tokens = searched.found, searched.tokens
+            as_written = look.measure(done.user, question.text, None, chat).found
+            for variant in VARIANTS:
+                tried = look.measure(done.user, voiced, variant, chat)
+                variants[variant.name] = (_evidence_shown(done, tried.found, evidence), tried.tokens)
+        else:
+            found = measured("search_conversations", lambda: look.search(done.user, voiced, TOP, chat))
+            as_written = look.search(done.user, question.text, TOP, chat)
+        in_conversations = _evidence_shown(done, found, evidence)
+        in_as_written = _evidence_shown(done, as_written, evidence)
         summaries = sum(x.message_id is None for x in found)
+        through_summary = any(
+            x.message_id is None and evidence & done.session_turns.get(x.session_id or 0, set()) for x in found
+        )
     # The probe's conversation is the benchmark's, not the person's: deleted as the person
     # deletes one, so no later question or look-back sees it.
     session_delete(user=done.user, session_id=chat)
@@ -121,7 +162,24 @@ def _ask_one(
         memory_tokens=memory_tokens,
         seconds=timing,
         embeddings=embeds,
+        through_summary=through_summary,
+        look_back_tokens=tokens,
+        as_written=question.text,
+        in_memories_as_written=any(evidence & set(kept[k].dia_ids) for k in keys_as_written if k in kept),
+        in_conversations_as_written=in_as_written,
+        variants=variants,
     )
+
+
+def _evidence_shown(done: Ingested, found: Sequence[FoundExchange], evidence: set[str]) -> bool:
+    """Whether a line the look-back returned is an evidence turn: by the message each line
+    is, where the look-back says; else by the exchange it starts with."""
+    for item in found:
+        if any(evidence & {done.turn_of_message.get(pk or 0, "")} for pk in item.message_ids):
+            return True
+        if not item.message_ids and evidence & set(done.exchange_turns.get(item.message_id or 0, ())):
+            return True
+    return False
 
 
 def _prompt(user: User, text: str) -> tuple[int, set[int], int, int]:
@@ -171,7 +229,8 @@ def traps_passed_off(
     returned = passed_off = 0
     for question in questions:
         theirs = [turns[d].text for d in question.evidence if turns[d].speaker == conversation.speaker_b]
-        found = look_back.search(done.user, question.text, TOP, None)
+        voiced = in_persons_voice(question.text, conversation.speaker_a, conversation.speaker_b)
+        found = look_back.search(done.user, voiced, None, None)
         lines = [(who, text) for x in found for who, text in x.lines if any(_same_words(text, t) for t in theirs)]
         returned += bool(lines)
         passed_off += any(speaker == PERSON for speaker, _ in lines)

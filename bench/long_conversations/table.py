@@ -9,10 +9,12 @@ from dataclasses import dataclass
 
 from bench.long_conversations.dataset import ANSWERABLE, Conversation
 from bench.long_conversations.ingest import Ingested
+from bench.long_conversations.look_back import VARIANTS
 from bench.long_conversations.questions import Asked, median_ms
 
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
-TARGET_REACHED = 0.9
+TARGET_REACHED = 0.88
+TARGET_LOOK_BACK = 0.78
 # The issue's measurement of the memory block before the look-back (conversations of LoCoMo).
 BLOCK_TOKENS_BEFORE = "4,400-4,600"
 
@@ -45,9 +47,11 @@ def _share(asked: Sequence[Asked], hit: Callable[[Asked], bool | None]) -> str:
 COLUMNS: tuple[tuple[str, Callable[[Asked], bool | None]], ...] = (
     ("in the prompt", lambda a: a.in_prompt),
     ("search_memories top 5", lambda a: a.in_memories),
-    ("prompt or search_memories (before)", lambda a: a.reached_today),
-    ("search_conversations top 5", lambda a: a.in_conversations),
-    ("any of the three (target >= 90%)", lambda a: None if a.in_conversations is None else a.reached),
+    ("prompt or search_memories", lambda a: a.reached_today),
+    ("search_conversations (target >= 78%)", lambda a: a.in_conversations),
+    ("a summary it returned", lambda a: None if a.in_conversations is None else a.through_summary),
+    ("any of these (target >= 88%)", lambda a: None if a.in_conversations is None else a.reached),
+    ("any, asked as the dataset words it", lambda a: None if a.in_conversations is None else a.reached_as_written),
     ("baseline: top 5 of every observation", lambda a: a.top_all),
     ("baseline: the look-back's top 5 of exchanges alone", lambda a: a.exchanges_alone),
     ("baseline: every observation in the prompt", lambda a: a.noted),
@@ -57,10 +61,7 @@ COLUMNS: tuple[tuple[str, Callable[[Asked], bool | None]], ...] = (
 def reached_table(runs: Sequence[Run]) -> list[str]:
     head = "| conversation | category | questions | " + " | ".join(name for name, _ in COLUMNS) + " |"
     rows = [head, "|---|---|---:|" + "---:|" * len(COLUMNS)]
-    groups = [(run.conversation.name, run.asked) for run in runs]
-    if len(runs) > 1:
-        groups.append(("all", [a for run in runs for a in run.asked]))
-    for name, asked in groups:
+    for name, asked in _groups(runs):
         for category in (*ANSWERABLE, None):
             chosen = [a for a in asked if category is None or a.question.category == category]
             if not chosen:
@@ -77,9 +78,11 @@ def cost_table(runs: Sequence[Run]) -> list[str]:
         "| embedding requests in ingest: all (the coach's saves and episodes; the look-back's) "
         "| the look-back's per exchange (target <= 1) | observations of A: saved, kept at the end "
         "| saves flagged as near-copies "
-        "| prompt tokens p50 | memory block tokens (before: " + BLOCK_TOKENS_BEFORE + ") "
+        "| prompt tokens p50 | look-back result tokens p50 / max | memory block tokens (before: "
+        + BLOCK_TOKENS_BEFORE
+        + ") "
         "| every observation, tokens | whole conversation, tokens |",
-        "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|---:|---:|---:|",
     ]
     for run in runs:
         c, done = run.conversation, run.done
@@ -93,9 +96,17 @@ def cost_table(runs: Sequence[Run]) -> list[str]:
             f"{run.look_back_embeddings}) "
             f"| {_look_back_share(run)} "
             f"| {observed}: {done.saves['saved']}, {run.kept} | {done.saves['flagged as a near-copy, kept separate']} "
-            f"| {prompt:,.0f} | {block} | {run.observations_tokens:,} | {run.whole_tokens:,} |"
+            f"| {prompt:,.0f} | {_look_back_tokens(run)} | {block} | {run.observations_tokens:,} "
+            f"| {run.whole_tokens:,} |"
         )
     return rows
+
+
+def _look_back_tokens(run: Run) -> str:
+    tokens = sorted(a.look_back_tokens for a in run.asked)
+    if not tokens or not tokens[-1]:
+        return "-"
+    return f"{statistics.median(tokens):,.0f} / {tokens[-1]:,}"
 
 
 def _look_back_share(run: Run) -> str:
@@ -130,6 +141,50 @@ def question_table(runs: Sequence[Run]) -> list[str]:
 def _per_question(asked: Sequence[Asked], step: str) -> str:
     values = [a.embeddings[step] for a in asked if step in a.embeddings]
     return "not available" if not values else f"{sum(values) / len(values):.2f}"
+
+
+def forms_table(runs: Sequence[Run]) -> list[str]:
+    """The two searches asked in the person's voice and as the dataset words the question."""
+    rows = [
+        "| conversation | questions | search_memories: person's voice / dataset's words "
+        "| search_conversations: person's voice / dataset's words |",
+        "|---|---:|---|---|",
+    ]
+    for name, asked in _groups(runs):
+        memories = f"{_share(asked, lambda a: a.in_memories)} / {_share(asked, lambda a: a.in_memories_as_written)}"
+        looked = (
+            f"{_share(asked, lambda a: a.in_conversations)} / {_share(asked, lambda a: a.in_conversations_as_written)}"
+        )
+        rows.append(f"| {name} | {len(asked)} | {memories} | {looked} |")
+    return rows
+
+
+def variants_table(runs: Sequence[Run]) -> list[str]:
+    """The look-back's variants side by side, questions in the person's voice: how often an
+    evidence turn is among the lines returned, and the result's tokens (mean and p95)."""
+    asked = [a for run in runs for a in run.asked if a.variants]
+    rows = [
+        "| look-back variant | questions | evidence among the lines | result tokens, mean | p95 |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for variant in VARIANTS:
+        tried = [a.variants[variant.name] for a in asked if variant.name in a.variants]
+        if not tried:
+            continue
+        tokens = sorted(t for _, t in tried)
+        found = sum(hit for hit, _ in tried)
+        rows.append(
+            f"| {variant.name} | {len(tried)} | {found / len(tried):.1%} ({found}) | "
+            f"{statistics.mean(tokens):,.0f} | {tokens[int(0.95 * (len(tokens) - 1))]:,} |"
+        )
+    return rows
+
+
+def _groups(runs: Sequence[Run]) -> list[tuple[str, list[Asked]]]:
+    groups = [(run.conversation.name, run.asked) for run in runs]
+    if len(runs) > 1:
+        groups.append(("all", [a for run in runs for a in run.asked]))
+    return groups
 
 
 def trap_table(runs: Sequence[Run], available: bool) -> list[str]:

@@ -204,6 +204,7 @@ def _services(clock: SimulatedClock) -> Iterator[tuple[ModelServer, Mailbox]]:
             COACH_MODEL="offline-coach",
             EMBEDDING_MODEL=MINILM,
             MEMORY_DEDUP_THRESHOLD=settings.CALIBRATED_DEDUP_THRESHOLDS[MINILM],
+            MEMORY_DEDUP_FAR_THRESHOLD=settings.CALIBRATED_DEDUP_FAR_THRESHOLDS[MINILM],
             MAILERS={"default": mailbox.mailer},
             ALLOWED_HOSTS=[*settings.ALLOWED_HOSTS, "testserver"],
             # Months of messages pass in minutes of real time; the limits are for people.

@@ -1,17 +1,24 @@
 """What the person reviews before anything of an import is saved: the proposals split from
-their paste, each marked when it reads like a memory they already have, and how full their
-store is, so the page can say what saving them all would do to it."""
+their paste, each marked when it reads like a memory they already have or like an earlier
+proposal of the same paste, and how full their store is, so the page can say what saving
+them all would do to it."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from django.conf import settings
 
+from infra import llm
+from infra.hashed_words import words
+from infra.llm import LLMError
+from memory import near_copies
+from memory.embeddings import memory_text
 from memory.imports.splitting import ImportRefused, Proposal, import_text_clean, split_by_model, split_lines
 from memory.policy import EPISODE, is_protected
-from memory.selectors import memory_facts_for_user, memory_list_for_user
+from memory.selectors import memories_by_similarity, memory_facts_for_user, memory_list_for_user
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -79,14 +86,54 @@ def import_split(*, user: User, text: str) -> ImportSplit:
         raise ImportRefused(NO_FACTS)
     if len(proposals) > IMPORT_MAX_FACTS:
         raise ImportRefused(_too_many_message(len(proposals)))
-    known = {_comparable(said) for m in memory_list_for_user(user=user) for said in (m.summary, m.content)}
-    proposals = [replace(p, known=_comparable(p.summary) in known) for p in proposals]
+    proposals = _marked(user, proposals)
     return ImportSplit(
         proposals=tuple(proposals),
         by_model=by_model,
         from_prose=by_lines.from_prose,
         room=import_room_for_user(user=user),
     )
+
+
+def _marked(user: User, proposals: list[Proposal]) -> list[Proposal]:
+    """Each proposal marked `known` when it reads like a memory the person has, or `repeats`
+    when it reads like an earlier proposal of the same paste, by the rule of a save's
+    near-copy flag (memory/near_copies.py): close in meaning and sharing a word, or far
+    closer. Both are offered unticked. One embedding request for them all; should it fail,
+    only the same words count."""
+    known = {_comparable(said) for m in memory_list_for_user(user=user) for said in (m.summary, m.content)}
+    texts = [memory_text(summary=p.summary, content=p.details or p.summary) for p in proposals]
+    try:
+        embeddings = llm.embed(texts)
+    except LLMError:
+        embeddings = []
+    marked: list[Proposal] = []
+    for index, (proposal, text) in enumerate(zip(proposals, texts, strict=True)):
+        same = _comparable(proposal.summary) in known
+        earlier = any(_comparable(proposal.summary) == _comparable(p.summary) for p in proposals[:index])
+        if embeddings and not same:
+            vector, model = embeddings[index].vector, embeddings[index].model
+            found = memories_by_similarity(
+                user=user, vector=vector, model=model, text=text, limit=near_copies.CANDIDATES
+            )
+            same = any(near_copies.is_near(f.why) for f in found)
+        if embeddings and not earlier:
+            earlier = any(
+                near_copies.is_near_pair(
+                    _cosine(embeddings[index].vector, embeddings[before].vector),
+                    near_copies.shared(words(text), words(texts[before])),
+                    threshold=settings.MEMORY_DEDUP_THRESHOLD,
+                    far_threshold=settings.MEMORY_DEDUP_FAR_THRESHOLD,
+                )
+                for before in range(index)
+            )
+        marked.append(replace(proposal, known=same, repeats=earlier and not same))
+    return marked
+
+
+def _cosine(a: list[float], b: list[float]) -> float:
+    norm = math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
+    return sum(x * y for x, y in zip(a, b, strict=True)) / norm if norm else 0.0
 
 
 def _too_many_message(count: int) -> str:

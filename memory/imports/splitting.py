@@ -52,8 +52,10 @@ class Proposal:
     details: str = ""
     category: str = Category.OTHER
     tier: str = Tier.PROFILE
-    # It reads exactly like a memory the person already has: offered unticked.
+    # It reads like a memory the person already has, or like an earlier proposal of the
+    # same paste: offered unticked, and said so.
     known: bool = False
+    repeats: bool = False
 
 
 # The paste --------------------------------------------------------------------------

@@ -176,8 +176,10 @@ def test_ticking_ten_of_twelve_saves_ten_as_the_persons_own_and_the_other_two_le
         assert not any(dropped in (m.summary, m.content) for m in saved)
         assert not any(dropped in (e.after or "") for e in events)
     assert not MemoryProposal.objects.exists()
-    [embedding] = model_server.embedding_requests()
-    assert len(embedding["input"]) == 10
+    # One request to compare the twelve with the person's memories and one another, while
+    # they were reviewed; one for the ten saved.
+    reviewed, saving = model_server.embedding_requests()
+    assert (len(reviewed["input"]), len(saving["input"])) == (12, 10)
     assert [str(m) for m in get_messages(response.wsgi_request)] == [
         "Saved 10 memories from your import. They are yours: your coach will not forget them on its own."
     ]

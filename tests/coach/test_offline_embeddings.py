@@ -39,6 +39,7 @@ def semantic(settings, model_server: ModelServer) -> ModelServer:
     """The app on the offline coach's real embeddings, at their calibrated threshold."""
     settings.EMBEDDING_MODEL = MINILM
     settings.MEMORY_DEDUP_THRESHOLD = settings.CALIBRATED_DEDUP_THRESHOLDS[MINILM]
+    settings.MEMORY_DEDUP_FAR_THRESHOLD = settings.CALIBRATED_DEDUP_FAR_THRESHOLDS[MINILM]
     return model_server
 
 
@@ -217,7 +218,13 @@ def test_calibration_on_the_shipped_pairs_recommends_the_shipped_threshold(seman
 
     printed = out.getvalue()
     assert "252 pairs" in printed and MINILM in printed
-    assert f"MEMORY_DEDUP_THRESHOLD={settings.CALIBRATED_DEDUP_THRESHOLDS[MINILM]:.3f} flags" in printed
+    assert (
+        f"MEMORY_DEDUP_THRESHOLD={settings.CALIBRATED_DEDUP_THRESHOLDS[MINILM]:.3f} and "
+        f"MEMORY_DEDUP_FAR_THRESHOLD={settings.CALIBRATED_DEDUP_FAR_THRESHOLDS[MINILM]:.3f} flag"
+    ) in printed
+    # The different facts of one theme in other words (a climbing trip and a finger injury,
+    # two allergies, two talks in different months): meaning alone flags some, the rule none.
+    assert "and 0 of 40 different facts of one theme" in printed
 
 
 def test_after_the_embedding_model_changes_a_save_that_repeats_a_fact_is_still_flagged(
@@ -228,6 +235,7 @@ def test_after_the_embedding_model_changes_a_save_that_repeats_a_fact_is_still_f
     save(ToolContext(user=user), "club-runs", "Runs with her running club on Saturday mornings")
     settings.EMBEDDING_MODEL = MINILM
     settings.MEMORY_DEDUP_THRESHOLD = settings.CALIBRATED_DEDUP_THRESHOLDS[MINILM]
+    settings.MEMORY_DEDUP_FAR_THRESHOLD = settings.CALIBRATED_DEDUP_FAR_THRESHOLDS[MINILM]
 
     again = save(ToolContext(user=user), "saturday-club", "Goes running with her club every Saturday")
 

@@ -53,6 +53,7 @@ def app_env(model_server: ModelServer, **extra: str) -> dict[str, str]:
         "COACH_MODEL": "offline-coach",
         "EMBEDDING_MODEL": "bag-of-words",
         "MEMORY_DEDUP_THRESHOLD": "0.8",
+        "MEMORY_DEDUP_FAR_THRESHOLD": "0.95",
         "LLM_MAX_RETRIES": "0",
         **extra,
     }

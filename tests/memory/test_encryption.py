@@ -11,8 +11,11 @@ from django.core.management import call_command
 from django.db import connection
 
 from accounts.models import User
+from coach.look_back import conversations_search, exchanges_index
 from infra.encryption import DecryptionError
 from memory.models import Memory, MemoryEvent
+from memory.selectors import memories_by_similarity
+from tests.coach.factories import make_session
 from tests.memory.factories import make_memory
 
 pytestmark = pytest.mark.django_db
@@ -79,3 +82,28 @@ def test_rotation_stops_with_a_clear_error_when_an_old_key_is_missing(user: User
 
     with pytest.raises(Exception, match="is an old key missing"):
         call_command("rotate_encryption_keys")
+
+
+def test_a_new_lookup_key_hashes_every_word_again_so_searches_by_words_still_find(
+    user: User, model_server, settings
+) -> None:
+    make_memory(user, "finger", summary="A2 pulley injury, no max hangs")
+    session = make_session(user, "I strained my A2 pulley on the fingerboard", "No max hangs for now.")
+    exchanges_index(user_id=user.pk)
+    settings.FIELD_LOOKUP_KEY = "a-new-lookup-key-for-this-test-" + "z" * 20
+
+    def found_by_words() -> tuple[bool, bool]:
+        memories = memories_by_similarity(user=user, vector=None, model="", text="pulley", limit=5)
+        memory = any(m.why.by_words for m in memories)
+        looked = conversations_search(user=user, query="pulley", limit=None, current_session_id=None, by="words")
+        return memory, any(item.session_id == session.pk for item in looked)
+
+    # Hashed under the old key, the words no longer match a query hashed under the new one.
+    assert found_by_words() == (False, False)
+
+    printed = io.StringIO()
+    call_command("rotate_encryption_keys", "--batch-size", "1", stdout=printed)
+
+    assert found_by_words() == (True, True)
+    assert "1 memories' words hashed again" in printed.getvalue()
+    assert "1 exchanges' and summaries' words hashed again" in printed.getvalue()

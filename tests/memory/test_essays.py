@@ -45,6 +45,7 @@ MINILM = "all-MiniLM-L6-v2"
 def semantic(settings, model_server: ModelServer) -> ModelServer:
     settings.EMBEDDING_MODEL = MINILM
     settings.MEMORY_DEDUP_THRESHOLD = settings.CALIBRATED_DEDUP_THRESHOLDS[MINILM]
+    settings.MEMORY_DEDUP_FAR_THRESHOLD = settings.CALIBRATED_DEDUP_FAR_THRESHOLDS[MINILM]
     return model_server
 
 

@@ -440,3 +440,49 @@ def test_the_persons_own_imports_may_pass_the_ceiling_and_say_so(
 
     assert len(outcome.saved) == 12 and not outcome.evicted
     assert outcome.room.kept == 12 > outcome.room.ceiling
+
+
+SHELLFISH_LIST = """Here's what I remember about you:
+
+- You're allergic to shellfish
+- Allergic to shellfish
+- You have a shellfish allergy, so no prawns or mussels
+- You run on Saturday mornings with your club
+"""
+
+
+def test_an_import_that_says_one_allergy_three_ways_beside_the_stored_one_offers_none_of_them_again(
+    user: User, model_server: ModelServer, settings
+) -> None:
+    settings.EMBEDDING_MODEL = "bag-of-words"
+    settings.MEMORY_DEDUP_THRESHOLD = settings.CALIBRATED_DEDUP_THRESHOLDS["bag-of-words"]
+    settings.MEMORY_DEDUP_FAR_THRESHOLD = settings.CALIBRATED_DEDUP_FAR_THRESHOLDS["bag-of-words"]
+    make_memory(user, "allergy-1", source="user", category="allergy", summary="Allergic to shellfish")
+
+    split = import_split(user=user, text=SHELLFISH_LIST)
+
+    assert [(p.known, p.repeats) for p in split.proposals] == [(True, False)] * 3 + [(False, False)]
+
+
+def test_a_list_that_repeats_itself_offers_the_repeats_unticked_and_said_so(
+    user: User, model_server: ModelServer, settings
+) -> None:
+    settings.MEMORY_DEDUP_THRESHOLD = settings.CALIBRATED_DEDUP_THRESHOLDS["bag-of-words"]
+    settings.MEMORY_DEDUP_FAR_THRESHOLD = settings.CALIBRATED_DEDUP_FAR_THRESHOLDS["bag-of-words"]
+
+    split = import_split(user=user, text=SHELLFISH_LIST)
+
+    marked = [(p.known, p.repeats) for p in split.proposals]
+    assert marked == [(False, False), (False, True), (False, True), (False, False)]
+
+
+def test_without_embeddings_an_import_still_marks_what_it_says_word_for_word(
+    user: User, model_server: ModelServer
+) -> None:
+    make_memory(user, "allergy-1", source="user", category="allergy", summary="Allergic to shellfish")
+    # The split is the model's; the embedding request after it fails.
+    model_server.queue_embedding_error(500)
+
+    split = import_split(user=user, text=SHELLFISH_LIST)
+
+    assert [p.known for p in split.proposals] == [False, True, False, False]

@@ -63,7 +63,8 @@ def test_a_coach_that_saves_medical_notes_cannot_grow_the_store_past_the_ceiling
     # Twelve turns of "save a note, then call it medical" once left 120 memories against 60.
     # Moving a note into medical in place is now a suggestion (test_reclassifying.py); new
     # medical notes are saved, count toward the 60, and past it are refused.
-    settings.MEMORY_DEDUP_THRESHOLD = 1.01  # the notes may look alike; this is about the ceiling
+    # The notes may look alike; this is about the ceiling.
+    settings.MEMORY_DEDUP_THRESHOLD = settings.MEMORY_DEDUP_FAR_THRESHOLD = 1.01
     make_memories(user, 60)
     moved = update(ToolContext(user=user), "note-0", category="medical")
     for turn in range(80):

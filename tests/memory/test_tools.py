@@ -297,7 +297,7 @@ def test_a_search_costs_two_queries_however_many_it_finds_and_shows_no_notes(
         call(user, "search_memories", context, query="knee", limit=None)
 
     assert len(found) == 8
-    assert all(set(match) == {"key", "tier", "category", "summary", "similarity"} for match in found)
+    assert all(set(match) == {"key", "tier", "category", "summary", "similarity", "found_by"} for match in found)
     # The notes themselves are neither read nor decrypted.
     assert '"memory_memory"."content"' not in queries.captured_queries[-1]["sql"]
 
@@ -312,11 +312,11 @@ def test_a_new_memory_is_one_transaction_after_its_reads_and_one_embedding(
     with CaptureQueriesContext(connection) as captured:
         assert save(user, "swims", "Swims on Tuesdays")["status"] == "saved"
 
-    # Whether any memory is embedded by another model, the key, its near-copies; then, in
-    # one transaction, the person's row locked, the key (locked) and the store read after
-    # it, and the memory written with its event.
+    # Whether any memory is embedded by another model, the key, its near-copies (by words and
+    # meaning, one statement); then, in one transaction, the person's row locked, the key
+    # (locked) and the store read after it, and the memory written with its event.
     statements = [query["sql"].split()[0] for query in captured.captured_queries]
-    assert statements == [*["SELECT"] * 3, "BEGIN", *["SELECT"] * 3, "WITH", "COMMIT"]
+    assert statements == [*["SELECT"] * 2, "WITH", "BEGIN", *["SELECT"] * 3, "WITH", "COMMIT"]
     assert sum(1 for request in model_server.requests if request.path.endswith("/embeddings")) == embeddings_before + 1
     event = MemoryEvent.objects.get(user=user, memory_id=memory_named(user, "swims").pk)
     assert (event.action, event.actor, event.after_fields()["summary"]) == ("created", "coach", "Swims on Tuesdays")

@@ -1,6 +1,7 @@
 """Re-encrypt every encrypted column, and the second-factor secrets allauth keeps in its own
 table, under the newest FIELD_ENCRYPTION_KEYS key; and recompute the lookup digests (of
-memory keys, of queued mail's addresses) under the current FIELD_LOOKUP_KEY."""
+memory keys, of queued mail's addresses) and the hashed words searches read (of memories,
+of indexed exchanges and summaries) under the current FIELD_LOOKUP_KEY."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from django.db import connection, transaction
 from django.db.models import Model
 from psycopg import sql
 
+from coach.exchange_index import exchange_words_rehash
 from emails.models import OutgoingMail
 from emails.outbox import mail_digest
 from infra.encryption import DecryptionError, EncryptedTextField, reencrypt
+from infra.hashed_words import hashed_words
 from infra.rows import table, text
 from memory.models import Memory, key_digest
 
@@ -23,7 +26,8 @@ class Command(BaseCommand):
     help = (
         "Re-encrypt stored text under the first key of FIELD_ENCRYPTION_KEYS, in batches. Put the new key first, "
         "keep the old ones after it, run this, then drop the old keys. It also recomputes the lookup digests of "
-        "memory keys and of queued mail's addresses, so run it at once after changing FIELD_LOOKUP_KEY."
+        "memory keys and of queued mail's addresses, and the hashed words searches read, so run it at once after "
+        "changing FIELD_LOOKUP_KEY."
     )
 
     def add_arguments(self, parser: Any) -> None:
@@ -37,8 +41,11 @@ class Command(BaseCommand):
                 count = self._rotate_table(model, columns, batch_size)
                 self.stdout.write(f"{model._meta.label}: {count} rows re-encrypted")
         self.stdout.write(f"mfa.Authenticator: {self._rotate_second_factors()} secrets re-encrypted")
-        self.stdout.write(f"memory.Memory: {self._redigest(batch_size)} key digests recomputed")
+        digests, words = self._redigest(batch_size)
+        self.stdout.write(f"memory.Memory: {digests} key digests recomputed, {words} memories' words hashed again")
         self.stdout.write(f"emails.OutgoingMail: {self._redigest_mail()} address digests recomputed")
+        rehashed = exchange_words_rehash(batch_size=batch_size)
+        self.stdout.write(f"coach.ConversationEmbedding: {rehashed} exchanges' and summaries' words hashed again")
 
     def _rotate_second_factors(self) -> int:
         """allauth stores each authenticator's secret (TOTP) or seed (recovery codes) in a
@@ -70,23 +77,32 @@ class Command(BaseCommand):
                     changed += 1
         return changed
 
-    def _redigest(self, batch_size: int) -> int:
-        changed, last = 0, 0
+    def _redigest(self, batch_size: int) -> tuple[int, int]:
+        """Each memory's key digest and hashed words under the current FIELD_LOOKUP_KEY:
+        how many digests changed, and how many words."""
+        digests, words, last = 0, 0, 0
         while True:
             with transaction.atomic():
                 batch = list(
                     Memory.objects.select_for_update()
                     .filter(pk__gt=last)
                     .order_by("pk")
-                    .only("pk", "user_id", "key", "key_digest")[:batch_size]
+                    .only("pk", "user_id", "key", "key_digest", "summary", "content", "words")[:batch_size]
                 )
                 if not batch:
-                    return changed
+                    return digests, words
                 for memory in batch:
+                    changed: dict[str, str] = {}
                     digest = key_digest(memory.user_id, memory.key)
                     if digest != memory.key_digest:
-                        Memory.objects.filter(pk=memory.pk).update(key_digest=digest)
-                        changed += 1
+                        changed["key_digest"] = digest
+                        digests += 1
+                    hashed = hashed_words(*memory.words_source())
+                    if hashed != memory.words:
+                        changed["words"] = hashed
+                        words += 1
+                    if changed:
+                        Memory.objects.filter(pk=memory.pk).update(**changed)
             last = batch[-1].pk
 
     def _rotate_table(self, model: type[Model], columns: list[str], batch_size: int) -> int:

@@ -5,13 +5,13 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("coach", "0011_forgetting_reaches_everywhere"),
+        ("memory", "0010_memory_hashed_words"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="chatsession",
-            name="prompt_learned",
-            field=models.PositiveIntegerField(db_default=0, default=0),
+            model_name="memory",
+            name="due_month_only",
+            field=models.BooleanField(db_default=False, default=False),
         ),
     ]

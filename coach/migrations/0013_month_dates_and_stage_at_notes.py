@@ -5,13 +5,13 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("memory", "0009_staff_suggest_changes_to_protected_memories"),
+        ("coach", "0012_exchange_hashed_words"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="memory",
-            name="due_month_only",
-            field=models.BooleanField(db_default=False, default=False),
+            model_name="chatsession",
+            name="prompt_learned",
+            field=models.PositiveIntegerField(db_default=0, default=0),
         ),
     ]
