@@ -487,10 +487,17 @@ COACH_SESSIONS_PER_MINUTE = env_int("COACH_SESSIONS_PER_MINUTE", default=3)
 COACH_MAX_OPEN_STREAMS = env_int("COACH_MAX_OPEN_STREAMS", default=12)
 # Imports ask the model to split a paste, and save in bulk: each, this many an hour a person.
 MEMORY_IMPORTS_PER_HOUR = env_int("MEMORY_IMPORTS_PER_HOUR", default=10)
+# Changes one person may make a minute on their pages, all kinds together (coach/change_limits.py).
+CHANGES_PER_MINUTE = env_int("CHANGES_PER_MINUTE", default=30)
 
 # Memory (DESIGN.md section 3). The ceilings are the eviction policy's; see memory/policy.py.
 MEMORY_MAX_STORED = env_int("MEMORY_MAX_STORED", default=60)
 MEMORY_MAX_EPISODES = env_int("MEMORY_MAX_EPISODES", default=14)
+# What the person writes may pass MEMORY_MAX_STORED (the coach then forgets its own notes to
+# make room), up to this many memories besides episodes: past it, their next is refused.
+MEMORY_MAX_PER_PERSON = env_int("MEMORY_MAX_PER_PERSON", default=500)
+if MEMORY_MAX_PER_PERSON < MEMORY_MAX_STORED:
+    raise ImproperlyConfigured("MEMORY_MAX_PER_PERSON must be at least MEMORY_MAX_STORED.")
 MEMORY_CONTENT_MAX_CHARS = env_int("MEMORY_CONTENT_MAX_CHARS", default=2000)
 # Cosine similarity at or above which save_memory flags a near-copy of another memory, for
 # the model to merge, replace, skip or keep both. It depends on the embedding model: run

@@ -11,11 +11,13 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from accounts.views.partials import HtmxHttpRequest, wants_partial
+from coach.change_limits import changes_counted
 from coach.services import session_summary_forget
 
 
 @login_required
 @require_POST
+@changes_counted
 def conversation_summary_delete(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """Delete a conversation's summary; the conversation itself stays. Another person's
     conversation, or one without a summary, is not found."""

@@ -27,6 +27,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from redis import RedisError
 
 from coach import streams
+from coach.change_limits import changes_counted
 from coach.claims import message_continue, message_retry
 from coach.limits import within_rate
 from coach.middleware import SignedInHttpRequest, cannot_save, when_writes_refused
@@ -259,6 +260,7 @@ def reply_stop(request: SignedInHttpRequest, pk: int, message_pk: int) -> HttpRe
 
 @login_required
 @require_POST
+@changes_counted
 def session_close(request: SignedInHttpRequest, pk: int) -> HttpResponse:
     session = get_object_or_404(sessions_for_user(user=request.user), pk=pk)
     session_end(session=session)
@@ -270,6 +272,7 @@ def session_close(request: SignedInHttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
+@changes_counted
 def session_delete_by_person(request: SignedInHttpRequest, pk: int) -> HttpResponse:
     """Delete the conversation for good (session_delete), then back to the chat. Another
     person's conversation is a 404, as if it did not exist."""
