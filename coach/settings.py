@@ -508,6 +508,8 @@ MEMORY_DEDUP_THRESHOLD = env_float(
     "MEMORY_DEDUP_THRESHOLD", default=CALIBRATED_DEDUP_THRESHOLDS.get(EMBEDDING_MODEL, 0.8)
 )
 MEMORY_MAX_WRITES_PER_TURN = env_int("MEMORY_MAX_WRITES_PER_TURN", default=10)
+# Searches and recalls the coach may make in one chat turn, its look-back's included.
+MEMORY_MAX_READS_PER_TURN = env_int("MEMORY_MAX_READS_PER_TURN", default=10)
 MEMORY_SEARCH_LIMIT = env_int("MEMORY_SEARCH_LIMIT", default=8)
 # The memory part of the system prompt, in (estimated) tokens.
 MEMORY_CONTEXT_BUDGET_TOKENS = env_int("MEMORY_CONTEXT_BUDGET_TOKENS", default=6000)
