@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     load_env_file(args.env_file)
 
     try:
-        services = start_missing_services(data_dir)
+        services = start_missing_services(data_dir, redis_password=os.environ.get("LOCAL_REDIS_PASSWORD"))
     except LocalServiceError as error:
         return fail(str(error))
     for service in services:

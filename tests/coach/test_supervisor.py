@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import psycopg
 import pytest
@@ -167,6 +169,41 @@ def test_manage_runs_one_command_with_the_same_settings_and_services(tmp_path: P
     assert not (tmp_path / "data" / "running.env").exists()
 
 
+# What a command beside the app sees of its Redis: asked without the password, and with it.
+REDIS_SEEN = """
+import os, redis
+from urllib.parse import urlsplit
+url = urlsplit(os.environ["REDIS_URL"])
+try:
+    redis.Redis(host=url.hostname, port=url.port).ping()
+    print("without the password: answered")
+except redis.AuthenticationError:
+    print("without the password: refused")
+print("with it:", redis.Redis.from_url(os.environ["REDIS_URL"]).ping(), url.password)
+"""
+
+
+def test_the_run_commands_redis_asks_for_the_password_in_env_and_its_data_is_its_owners_alone(
+    tmp_path: Path,
+) -> None:
+    process = supervisor(tmp_path, free_port(), "--manage", "shell", "-c", REDIS_SEEN)
+    stdout, stderr = process.communicate(timeout=120)
+
+    assert process.returncode == 0, stderr
+    password = dict(line.split("=", 1) for line in (tmp_path / ".env").read_text().splitlines() if "=" in line)[
+        "LOCAL_REDIS_PASSWORD"
+    ]
+    assert "without the password: refused" in stdout
+    assert f"with it: True {password}" in stdout
+    folder = tmp_path / "data" / "redis"
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700, "no other account looks inside Redis's folder"
+    kept = list(folder.rglob("*"))
+    assert any(path.name.startswith("appendonly") for path in kept), "Redis keeps its data on disk"
+    for path in kept:
+        assert stat.S_IMODE(path.stat().st_mode) & 0o077 == 0, f"{path.name} is readable by others"
+    assert password not in (folder / "valkey.log").read_text()
+
+
 def test_a_local_redis_or_postgres_killed_under_the_app_is_brought_back_and_the_app_goes_on(tmp_path: Path) -> None:
     port = free_port()
     app = f"http://127.0.0.1:{port}"
@@ -195,7 +232,7 @@ def server_pid(data_dir: Path) -> int:
     """The local valkey-server of the app running from `data_dir` (found by the port in
     the URL the run command wrote down; the server renames itself after that address)."""
     urls = dict(line.split("=", 1) for line in (data_dir / "running.env").read_text().splitlines())
-    address = urls["REDIS_URL"].removeprefix("redis://").split("/")[0].encode()
+    address = urlsplit(urls["REDIS_URL"]).netloc.rpartition("@")[2].encode()
     for entry in Path("/proc").iterdir():
         try:
             title = (entry / "cmdline").read_bytes() if entry.name.isdigit() else b""
