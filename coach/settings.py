@@ -416,6 +416,9 @@ if not EMAIL_CLAIM_STALE_SECONDS > EMAIL_SMTP_LONGEST_SECONDS:
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
 # Where the offline coach answers when there is no key (the run command starts it there).
 OFFLINE_COACH_URL = env_str("OFFLINE_COACH_URL", DEFAULT_OFFLINE_COACH_URL)
+# The run command's token for its offline coach: a server at OFFLINE_COACH_URL that cannot
+# prove it holds it is sent nothing (infra/offline_coach_identity.py). Unset: not checked.
+OFFLINE_COACH_TOKEN = env_str("OFFLINE_COACH_TOKEN")
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL") or (None if OPENAI_API_KEY else OFFLINE_COACH_URL)
 COACH_MODEL = env_str("COACH_MODEL") or ("gpt-4.1-mini" if OPENAI_API_KEY else "offline-coach")
 EMBEDDING_MODEL = env_str("EMBEDDING_MODEL") or ("text-embedding-3-small" if OPENAI_API_KEY else "all-MiniLM-L6-v2")

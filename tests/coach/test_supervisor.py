@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import secrets
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -23,6 +25,7 @@ from coach.run_environment import hold_run_lock
 from coach.services import session_start
 from emails.models import Email
 from emails.tasks import send_email
+from infra.offline_coach_identity import proof_for
 from offline_coach import ModelServer
 from tests.coach.sse import session_cookie
 from tests.emails.factories import make_email, reachable_now
@@ -86,6 +89,20 @@ def test_an_unreachable_redis_stops_start_up_with_one_line(tmp_path: Path) -> No
     assert stderr.startswith("coach: error: Redis at REDIS_URL does not answer")
 
 
+def test_another_process_on_the_offline_coachs_port_stops_start_up_with_one_line(tmp_path: Path) -> None:
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        where = f"http://127.0.0.1:{squatter.getsockname()[1]}/v1"
+        process = supervisor(tmp_path, free_port(), OFFLINE_COACH_URL=where)
+        _, stderr = process.communicate(timeout=60)
+
+    assert process.returncode == 1
+    assert stderr.strip().count("\n") == 0
+    assert stderr.startswith(f"coach: error: another process already listens at {where}")
+    assert "set OFFLINE_COACH_URL to a free port" in stderr
+
+
 def test_a_second_run_in_the_same_folder_is_refused_clearly(tmp_path: Path) -> None:
     (tmp_path / "data").mkdir()
     lock = hold_run_lock(tmp_path / "data" / "run.lock")
@@ -117,6 +134,7 @@ def test_run_starts_everything_stops_everything_and_keeps_the_data(tmp_path: Pat
             )
         children = child_pids(first.pid)
         assert len(children) >= 4, "web, worker, beat and the offline coach"
+        assert proves_it_is_this_runs_offline_coach(tmp_path / "data")
     finally:
         first.send_signal(signal.SIGINT)
         first.wait(timeout=60)
@@ -140,6 +158,15 @@ def test_run_starts_everything_stops_everything_and_keeps_the_data(tmp_path: Pat
         second.send_signal(signal.SIGINT)
         second.wait(timeout=60)
     assert second.returncode == 0
+
+
+def proves_it_is_this_runs_offline_coach(data_dir: Path) -> bool:
+    """Whether the offline coach answers a fresh challenge with this run's token, as the
+    app's processes ask it before each request (infra/offline_coach_identity.py)."""
+    running = dict(line.split("=", 1) for line in (data_dir / "running.env").read_text().splitlines())
+    challenge = secrets.token_urlsafe(16)
+    status, answer = get_json(f"{running['OFFLINE_COACH_URL']}/offline-coach/identity?challenge={challenge}")
+    return status == 200 and answer["proof"] == proof_for(running["OFFLINE_COACH_TOKEN"], challenge)
 
 
 def local_database(tmp_path: Path) -> psycopg.Connection:
