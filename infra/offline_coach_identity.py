@@ -42,13 +42,20 @@ def proof_for(token: str, challenge: str) -> str:
     return hmac.new(token.encode(), challenge.encode(), hashlib.sha256).hexdigest()
 
 
+def needs_proof(url: str) -> bool:
+    """Whether a request to `url` goes to the offline coach's address with a token given."""
+    base = settings.OFFLINE_COACH_URL.rstrip("/")
+    asked_of_it = url.startswith(base + "/") and not url.startswith(base + IDENTITY_PATH)
+    return bool(settings.OFFLINE_COACH_TOKEN) and asked_of_it
+
+
 def offline_coach_proven(url: str) -> None:
     """Before a request to `url`: NotOurOfflineCoach unless `url` is elsewhere than the
     offline coach's address, no token was given, or the server there proves it holds it."""
+    if not needs_proof(url):
+        return
     token = settings.OFFLINE_COACH_TOKEN
     base = settings.OFFLINE_COACH_URL.rstrip("/")
-    if not token or not url.startswith(base + "/") or url.startswith(base + IDENTITY_PATH):
-        return
     challenge = secrets.token_urlsafe(24)
     asked = f"{base}{IDENTITY_PATH}?{urlencode({'challenge': challenge})}"
     try:
@@ -76,5 +83,8 @@ def check_before_sending(request: httpx2.Request) -> None:
 
 
 async def check_before_sending_async(request: httpx2.Request) -> None:
-    # The check waits on a socket: off the event loop, which other replies share.
-    await asyncio.to_thread(offline_coach_proven, str(request.url))
+    url = str(request.url)
+    # Most requests need no proof, and get no thread; the check itself waits on a socket,
+    # so it runs off the event loop, which other replies share.
+    if needs_proof(url):
+        await asyncio.to_thread(offline_coach_proven, url)
