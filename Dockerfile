@@ -12,10 +12,14 @@ COPY requirements/app.lock requirements/app.lock
 RUN pip install --no-cache-dir --require-hashes --no-deps -r requirements/app.lock
 
 COPY . .
-# collectstatic needs settings to load, not real services or secrets.
-RUN DJANGO_SECRET_KEY=collectstatic FIELD_ENCRYPTION_KEYS=collectstatic FIELD_LOOKUP_KEY=collectstatic \
+# collectstatic loads the settings, which check every secret at start: secrets are made
+# here for this step alone (kept in no layer of the image), beside services it never
+# reaches. tests/coach/test_deployment.py runs this very step.
+RUN DJANGO_SECRET_KEY="$(python -c 'import secrets; print(secrets.token_urlsafe(50))')" \
+    FIELD_ENCRYPTION_KEYS="$(python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())')" \
+    FIELD_LOOKUP_KEY="$(python -c 'import secrets; print(secrets.token_urlsafe(48))')" \
     DATABASE_URL=postgresql://build@localhost/build REDIS_URL=redis://localhost:6379/0 \
-    ALLOWED_HOSTS=build SITE_URL=https://build EMAIL_HOST=build \
+    ALLOWED_HOSTS=build SITE_URL=https://build EMAIL_HOST=build EMAIL_USE_TLS=true \
     python manage.py collectstatic --noinput -v 0
 
 USER coach

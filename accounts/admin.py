@@ -3,28 +3,34 @@ app keeps about them. Staff who are not superusers see and fix accounts, but can
 anyone's rights, their own included, nor touch a superuser's account. No one sets a
 person's password or sign-in address here (staff could then sign in as them): staff may
 send a reset link to the person's own address instead. Every change is recorded for the
-person (memory/staff_audit.py)."""
+person (memory/staff_audit.py), a change of their rights by what it gave or took away.
+Groups and second factors: accounts/admin_rights.py."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from allauth.account.models import EmailAddress
+from allauth.mfa.models import Authenticator
 from django.contrib import admin, messages
 from django.contrib.auth import admin as auth_admin
 from django.contrib.auth import forms as auth_forms
 from django.db.models import QuerySet
+from django.forms import ModelForm
 from django.http import Http404, HttpRequest, HttpResponse
 from django.utils.html import format_html_join
 
+# Registered with it: groups and second factors, beside the people they belong to.
+from accounts import admin_rights  # noqa: F401
 from accounts.forgetting import account_delete
 from accounts.models import User
+from accounts.rights import Rights, rights_changes, rights_of
 from accounts.staff_actions import password_reset_link_send_by_staff
 from coach.models import ChatSession, Message
 from emails.models import Email, EmailPreference
 from infra.admin import SupportSearch, TabularInline, admin_link
 from memory.models import Memory, MemoryEvent, MemoryProposal, PrivateTextViewing
-from memory.staff_audit import StaffActionAudit
+from memory.staff_audit import StaffActionAudit, staff_action_record
 
 if TYPE_CHECKING:
     from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
@@ -39,6 +45,8 @@ else:
 
 
 RIGHTS = ["is_staff", "is_superuser", "groups", "user_permissions"]
+# Set on the request by a person's save: their rights before the change.
+_RIGHTS_BEFORE = "person_rights_before"
 
 # allauth's addresses are shown on the person's page, not in an "Accounts" section of their
 # own beside the people (two sections of one name, for one thing).
@@ -111,6 +119,7 @@ class UserAdmin(SupportSearch[User], StaffActionAudit, DjangoUserAdmin[User]):
             ),
             (Email, "emails", Email.objects.filter(user=person).count(), mine),
             (EmailPreference, "email preferences", EmailPreference.objects.filter(user=person).count(), mine),
+            (Authenticator, "second factors", Authenticator.objects.filter(user=person).count(), mine),
             (
                 PrivateTextViewing,
                 "staff readings of their private text",
@@ -130,6 +139,19 @@ class UserAdmin(SupportSearch[User], StaffActionAudit, DjangoUserAdmin[User]):
             # The sign-in address is the person's to change, on their account page.
             fields.append("email")
         return fields if request.user.is_superuser else [*fields, *RIGHTS]
+
+    def save_model(self, request: HttpRequest, obj: User, form: ModelForm[User], change: bool) -> None:
+        stored = User.objects.filter(pk=obj.pk).first() if change else None
+        setattr(request, _RIGHTS_BEFORE, rights_of(stored) if stored else Rights())
+        super().save_model(request, obj, form, change)
+
+    def save_related(self, request: HttpRequest, form: ModelForm[User], formsets: Any, change: bool) -> None:
+        super().save_related(request, form, formsets, change)
+        # Each right given or taken away, in words, for the person it touches.
+        staff, person = request.user, form.instance
+        if staff.is_authenticated:
+            for what in rights_changes(getattr(request, _RIGHTS_BEFORE, Rights()), rights_of(person)):
+                staff_action_record(staff=staff, person=person, what=what)
 
     def user_change_password(self, request: HttpRequest, id: str, form_url: str = "") -> HttpResponse:
         # Only a superuser's own password, here: anyone else's would let staff become them.

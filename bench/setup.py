@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import sys
 
 from cryptography.fernet import Fernet
@@ -13,9 +14,9 @@ def django_for_benchmarks() -> None:
         sys.exit("run benchmarks with bin/bench, which starts a throwaway PostgreSQL and Redis")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "coach.settings")
     os.environ.setdefault("DJANGO_DEBUG", "true")
-    os.environ.setdefault("DJANGO_SECRET_KEY", "benchmark-only-secret-" + "b" * 30)
+    os.environ.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(50))
     os.environ.setdefault("FIELD_ENCRYPTION_KEYS", Fernet.generate_key().decode())
-    os.environ.setdefault("FIELD_LOOKUP_KEY", "bench-lookup-key-not-for-production-" + "z" * 20)
+    os.environ.setdefault("FIELD_LOOKUP_KEY", secrets.token_urlsafe(48))
     os.environ.setdefault("LOG_LEVEL", "WARNING")
 
     import django

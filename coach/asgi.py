@@ -27,9 +27,12 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "coach.settings")
 
 django_application = get_asgi_application()
 
-from infra.startup import url_resolvers_filled  # noqa: E402 (Django is set up above)
+from infra.log_filters import access_log_without_query_strings  # noqa: E402 (Django is set up above)
+from infra.startup import url_resolvers_filled  # noqa: E402
 
 url_resolvers_filled()
+# Whatever serves this app (the run command, the image, compose) logs paths, not searches.
+access_log_without_query_strings()
 
 logger = logging.getLogger(__name__)
 

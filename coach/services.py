@@ -62,11 +62,13 @@ def session_start(
     first_message: str | None = None,
     client_id: uuid.UUID | None = None,
     remembered: bool = True,
+    turns_at_most: int | None = None,
     now: datetime | None = None,
 ) -> ChatSession:
     """A new conversation with its first message (both or neither; an empty one only when
     no message is given at all, as the app's own code does). `remembered=False` starts one
-    that is not remembered; while the person has memory off, every one is.
+    that is not remembered; while the person has memory off, every one is. TooManyTurns
+    (and no conversation) when `turns_at_most` of their messages are being answered.
 
     Idempotent by `client_id`: the same submission twice (a double click, a retried
     request) is the conversation the first one started, not a second one."""
@@ -91,7 +93,14 @@ def session_start(
             user=user, created_at=now, last_message_at=now, remembered=remembered and memory_enabled
         )
         if first_message is not None:
-            message_post(session=session, text=first_message, client_id=client_id, now=now)
+            message_post_as(
+                user_id=user.pk,
+                session_id=session.pk,
+                text=first_message,
+                client_id=client_id,
+                turns_at_most=turns_at_most,
+                now=now,
+            )
     return session
 
 

@@ -416,6 +416,9 @@ if not EMAIL_CLAIM_STALE_SECONDS > EMAIL_SMTP_LONGEST_SECONDS:
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
 # Where the offline coach answers when there is no key (the run command starts it there).
 OFFLINE_COACH_URL = env_str("OFFLINE_COACH_URL", DEFAULT_OFFLINE_COACH_URL)
+# The run command's token for its offline coach: a server at OFFLINE_COACH_URL that cannot
+# prove it holds it is sent nothing (infra/offline_coach_identity.py). Unset: not checked.
+OFFLINE_COACH_TOKEN = env_str("OFFLINE_COACH_TOKEN")
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL") or (None if OPENAI_API_KEY else OFFLINE_COACH_URL)
 COACH_MODEL = env_str("COACH_MODEL") or ("gpt-4.1-mini" if OPENAI_API_KEY else "offline-coach")
 EMBEDDING_MODEL = env_str("EMBEDDING_MODEL") or ("text-embedding-3-small" if OPENAI_API_KEY else "all-MiniLM-L6-v2")
@@ -486,10 +489,17 @@ COACH_SESSIONS_PER_MINUTE = env_int("COACH_SESSIONS_PER_MINUTE", default=3)
 COACH_MAX_OPEN_STREAMS = env_int("COACH_MAX_OPEN_STREAMS", default=12)
 # Imports ask the model to split a paste, and save in bulk: each, this many an hour a person.
 MEMORY_IMPORTS_PER_HOUR = env_int("MEMORY_IMPORTS_PER_HOUR", default=10)
+# Changes one person may make a minute on their pages, all kinds together (coach/change_limits.py).
+CHANGES_PER_MINUTE = env_int("CHANGES_PER_MINUTE", default=30)
 
 # Memory (DESIGN.md section 3). The ceilings are the eviction policy's; see memory/policy.py.
 MEMORY_MAX_STORED = env_int("MEMORY_MAX_STORED", default=60)
 MEMORY_MAX_EPISODES = env_int("MEMORY_MAX_EPISODES", default=14)
+# What the person writes may pass MEMORY_MAX_STORED (the coach then forgets its own notes to
+# make room), up to this many memories besides episodes: past it, their next is refused.
+MEMORY_MAX_PER_PERSON = env_int("MEMORY_MAX_PER_PERSON", default=500)
+if MEMORY_MAX_PER_PERSON < MEMORY_MAX_STORED:
+    raise ImproperlyConfigured("MEMORY_MAX_PER_PERSON must be at least MEMORY_MAX_STORED.")
 MEMORY_CONTENT_MAX_CHARS = env_int("MEMORY_CONTENT_MAX_CHARS", default=2000)
 # A save_memory is flagged as a near-copy of another memory, for the model to merge,
 # replace, skip or keep both, when the two are at least MEMORY_DEDUP_THRESHOLD close in
@@ -509,6 +519,8 @@ MEMORY_DEDUP_FAR_THRESHOLD = env_float(
     "MEMORY_DEDUP_FAR_THRESHOLD", default=CALIBRATED_DEDUP_FAR_THRESHOLDS.get(EMBEDDING_MODEL, 0.95)
 )
 MEMORY_MAX_WRITES_PER_TURN = env_int("MEMORY_MAX_WRITES_PER_TURN", default=10)
+# Searches and recalls the coach may make in one chat turn, its look-back's included.
+MEMORY_MAX_READS_PER_TURN = env_int("MEMORY_MAX_READS_PER_TURN", default=10)
 MEMORY_SEARCH_LIMIT = env_int("MEMORY_SEARCH_LIMIT", default=8)
 # The memory part of the system prompt, in (estimated) tokens.
 MEMORY_CONTEXT_BUDGET_TOKENS = env_int("MEMORY_CONTEXT_BUDGET_TOKENS", default=6000)

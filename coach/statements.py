@@ -49,10 +49,16 @@ UNREAD_WHEN_POSTING = ("prompt",)
 def session_locked(*, user_id: int, session_id: int) -> SessionWithRunningTurns | None:
     """The person's conversation, with `running_turns`: how many of their messages are
     waiting for, or getting, a reply now (as selectors.running_turns_of counts them),
-    locked until the transaction ends (which the caller holds open); None if not theirs."""
+    locked until the transaction ends (which the caller holds open); None if not theirs.
+
+    The person's turns are locked first, for the transaction too: posts to two of their
+    conversations at once each lock a conversation of their own, and would otherwise both
+    count the same replies and both pass the limit. The count is read by a statement of its
+    own after that lock, so it sees what the post it waited for saved."""
     pending, answering = UNANSWERED
     parameters: dict[str, int | str] = {"user_id": user_id, "session_id": session_id, "role": Message.Role.USER}
     with connection.cursor() as cursor:
+        cursor.execute(_sql().turns_of_person_locked, {"user_id": user_id, "turns": TURNS_OF_A_PERSON})
         cursor.execute(_sql().session_locked, {**parameters, "pending": pending, "answering": answering})
         row = cursor.fetchone()
     if row is None:
@@ -177,8 +183,14 @@ def message_to_follow_from(values: Sequence[object], *, user_id: int) -> Message
     return Message.from_db(connection.alias, FOLLOWED, message)
 
 
+# The first key of the advisory lock on a person's turns (the second is their id): any
+# number no other advisory lock of the app's uses.
+TURNS_OF_A_PERSON = 7401
+
+
 @dataclass(frozen=True)
 class _Statements:
+    turns_of_person_locked: str
     session_locked: str
     message_claimed: str
     messages_before: str
@@ -189,6 +201,9 @@ class _Statements:
 def _sql() -> _Statements:
     """The statements' text, composed once from the models' tables and columns."""
     return _Statements(
+        # A transaction lock, released as the transaction ends; ids past 2^31 share a key
+        # with another person's now and then, which only makes their posts wait in turn.
+        turns_of_person_locked="SELECT pg_advisory_xact_lock(%(turns)s, mod(%(user_id)s::bigint, 2147483647)::int)",
         session_locked=text(_session_locked()),
         message_claimed=text(_message_claimed()),
         messages_before=text(_messages_before()),

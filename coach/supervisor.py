@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -106,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     load_env_file(args.env_file)
 
     try:
-        services = start_missing_services(data_dir)
+        services = start_missing_services(data_dir, redis_password=os.environ.get("LOCAL_REDIS_PASSWORD"))
     except LocalServiceError as error:
         return fail(str(error))
     for service in services:
@@ -114,11 +116,13 @@ def main(argv: list[str] | None = None) -> int:
     if lock is not None:
         # What the app's processes read: SITE_URL follows them in development.
         os.environ["HOST"], os.environ["PORT"] = args.host, str(args.port)
+        # This run's offline coach proves itself with it (infra/offline_coach_identity.py).
+        os.environ["OFFLINE_COACH_TOKEN"] = secrets.token_urlsafe(32)
         running_env.write_text(settings_environment())
         running_env.chmod(0o600)
 
     try:
-        if problem := preflight():
+        if problem := preflight(starting_the_app=args.manage is None):
             return fail(problem)
         if args.manage is not None:
             return subprocess.call([sys.executable, "manage.py", *args.manage])
@@ -134,13 +138,31 @@ def main(argv: list[str] | None = None) -> int:
             lock.close()
 
 
-def preflight() -> str | None:
-    """One line naming what does not answer, before anything starts."""
+def preflight(*, starting_the_app: bool = True) -> str | None:
+    """One line naming what does not answer, or what is in the way, before anything starts
+    (a command run beside the app leaves its offline coach's port alone)."""
     if problem := postgres_problem(os.environ["DATABASE_URL"]):
         return f"PostgreSQL at DATABASE_URL does not answer: {problem}"
     if problem := redis_problem(os.environ["REDIS_URL"]):
         return f"Redis at REDIS_URL does not answer: {problem}"
+    offline_url = offline_coach_wanted(os.environ) if starting_the_app else None
+    if offline_url is not None and _listened_on(offline_url):
+        # Whatever holds it would be sent the prompts (the app refuses to: it cannot prove
+        # it is the offline coach), and the offline coach could not start.
+        return (
+            f"another process already listens at {offline_url}, where the offline coach is to answer: "
+            "stop it, or set OFFLINE_COACH_URL to a free port"
+        )
     return None
+
+
+def _listened_on(url: str) -> bool:
+    where = urlsplit(url)
+    try:
+        with socket.create_connection((where.hostname or "127.0.0.1", where.port or 80), timeout=1):
+            return True
+    except OSError:
+        return False
 
 
 def app_processes(host: str, port: int, data_dir: Path) -> list[ProcessSpec]:

@@ -23,6 +23,7 @@ from django.template.loader import render_to_string
 from django.utils.text import Truncator
 
 from coach.conversation import today_line
+from emails.links import addresses_off_site_as_hosts
 from emails.models import Email, EmailPreference, opening_line
 from emails.selectors import (
     email_closest_sent,
@@ -130,14 +131,18 @@ def drafting_messages(*, email: Email, now: datetime) -> list[dict[str, Any]]:
 
 
 def parse_draft(text: str, *, kind: str) -> Draft:
-    """`Subject: ...`, then the body; a missing subject line gets a plain one."""
+    """`Subject: ...`, then the body; a missing subject line gets a plain one. Addresses off
+    the product's own host are shown as their host alone."""
     lines = text.strip().splitlines()
     first = SUBJECT_LINE.match(lines[0]) if lines else None
     if first and first.group("subject"):
         subject, body = first.group("subject"), "\n".join(lines[1:])
     else:
         subject, body = FALLBACK_SUBJECTS[kind], text
-    body = body.strip()
+    # An address the model wrote leaves the email as its host alone, unless it is ours
+    # (emails/links.py): a mail client would link it, and it could carry the person's words.
+    body = addresses_off_site_as_hosts(body.strip(), site_url=settings.SITE_URL)
+    subject = addresses_off_site_as_hosts(subject, site_url=settings.SITE_URL)
     if not body:
         raise llm.LLMError("the model wrote an email with no body", retryable=True)
     return Draft(subject=Truncator(" ".join(subject.split())).chars(SUBJECT_MAX_CHARS), body=body)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import base64
+import collections
+import itertools
+import math
 import os
 
 from cryptography.fernet import Fernet
@@ -67,31 +71,63 @@ def env_required(name: str, *, why: str) -> str:
 
 
 SECRET_MIN_BYTES = 32
+# The least a secret's characters (or a key's bytes) must carry, estimated from how often
+# each occurs in it. Below what random generators make (a 32-character hex secret carries
+# about 116; the lowest of 200,000 made by secrets.token_hex(16) carried 92.6, of 200,000
+# uuid4().hex 88.0): this catches what was typed or repeated, not a weak random one.
+SECRET_MIN_ESTIMATED_BITS = 80
+# One symbol this many times in a row: about one chance in ten million for a random
+# 32-character hex secret, the likeliest to have one.
+LONGEST_RUN = 8
+NOT_RANDOM = "does not look random (a character or a run of them repeated, or counted up)"
 
 
 def env_secret(name: str, *, why: str, min_bytes: int = SECRET_MIN_BYTES) -> str:
-    """A required secret of at least `min_bytes`: a short one is refused at start, not
-    trusted (a guessable key signs sessions, or keys the lookup digests)."""
+    """A required secret of at least `min_bytes` that looks random: a short one, or one
+    made of repeats, is refused at start, not trusted (a guessable key signs sessions, or
+    keys the lookup digests)."""
     value = env_required(name, why=why)
     if len(value.encode()) < min_bytes:
         raise ImproperlyConfigured(f"{name} is too short: it must be at least {min_bytes} random bytes; {why}")
+    if not looks_random(value):
+        raise ImproperlyConfigured(f"{name} {NOT_RANDOM}; {why}")
     return value
 
 
 def env_fernet_keys(name: str, *, why: str) -> list[str]:
-    """A required comma-separated list of Fernet keys, each checked to be one at start (a
-    bad key would otherwise fail only at the first encryption, with the app serving)."""
+    """A required comma-separated list of Fernet keys, each checked at start to be one (a
+    bad key would otherwise fail only at the first encryption, with the app serving), and
+    to look random (an all-zero key is a valid Fernet key that anyone can guess)."""
     keys = [key.strip() for key in env_required(name, why=why).split(",") if key.strip()]
     for number, key in enumerate(keys, start=1):
+        which = f"(key {number} of {len(keys)})"
         try:
             Fernet(key)
         except ValueError:
-            raise ImproperlyConfigured(
-                f"{name} holds something that is not a Fernet key (key {number} of {len(keys)}): {why}"
-            ) from None
+            raise ImproperlyConfigured(f"{name} holds something that is not a Fernet key {which}: {why}") from None
+        if not looks_random(base64.urlsafe_b64decode(key)):
+            raise ImproperlyConfigured(f"{name}: key {number} of {len(keys)} {NOT_RANDOM}: {why}")
     if not keys:
         raise ImproperlyConfigured(f"{name} is not set: {why}")
     return keys
+
+
+def looks_random(secret: str | bytes) -> bool:
+    """Whether `secret` could have come from a random generator: it is no run of symbols
+    said again (`abab...`, `collectstaticcollect...`), has no symbol LONGEST_RUN times in
+    a row (`...xxxxxxxx`), is not mostly counted up or down (`abcdef...`), and its symbols,
+    by how often each occurs, carry at least SECRET_MIN_ESTIMATED_BITS."""
+    symbols = list(secret) if isinstance(secret, bytes) else [ord(character) for character in secret]
+    length = len(symbols)
+    if length < 2 or any(symbols[period:] == symbols[:-period] for period in range(1, length // 2 + 1)):
+        return False
+    if max(len(list(run)) for _, run in itertools.groupby(symbols)) >= LONGEST_RUN:
+        return False
+    if sum(1 for a, b in itertools.pairwise(symbols) if abs(b - a) <= 1) * 4 > (length - 1) * 3:
+        return False
+    counts = collections.Counter(symbols).values()
+    bits = -sum(count * math.log2(count / length) for count in counts)
+    return bits >= SECRET_MIN_ESTIMATED_BITS
 
 
 # Addresses that mean "every interface": a browser on this machine reaches them at loopback.

@@ -30,6 +30,7 @@ from infra.llm_fallbacks import fallbacks_in_use as fallbacks_in_use
 from infra.llm_fallbacks import forget_fallbacks as forget_fallbacks
 from infra.llm_fallbacks import notice_system_prompt_dropped, sent_with_fallbacks, sent_with_fallbacks_async
 from infra.llm_fallbacks import server_base_url as server_base_url
+from infra.offline_coach_identity import NotOurOfflineCoach, check_before_sending, check_before_sending_async
 from infra.stream_assembly import ToolCallAssembler
 
 logger = logging.getLogger(__name__)
@@ -338,6 +339,9 @@ def _off_the_database() -> None:
 
 def as_llm_error(error: openai.OpenAIError) -> LLMError:
     """Our error for an SDK error: timeouts, rate limits, outages and 5xx may pass."""
+    if isinstance(error.__cause__, NotOurOfflineCoach):
+        # Its own words: what holds the port, and what to do about it.
+        return LLMError(str(error.__cause__), retryable=True)
     if isinstance(error, openai.APITimeoutError):
         return LLMError("the model did not answer in time", retryable=True)
     if isinstance(error, openai.APIConnectionError):
@@ -386,7 +390,12 @@ def _async_client() -> openai.AsyncOpenAI:
         base_url, api_key, timeout, max_retries = options
         # The chat is streamed to someone waiting: at most one retry, then Retry is theirs.
         clients[options] = openai.AsyncOpenAI(
-            base_url=base_url, api_key=api_key or NO_KEY, timeout=timeout, max_retries=min(max_retries, 1)
+            base_url=base_url,
+            api_key=api_key or NO_KEY,
+            timeout=timeout,
+            max_retries=min(max_retries, 1),
+            # Each request to the offline coach's address first asks it to prove it is ours.
+            http_client=openai.DefaultAsyncHttpxClient(event_hooks={"request": [check_before_sending_async]}),
         )
     return clients[options]
 
@@ -395,4 +404,11 @@ def _async_client() -> openai.AsyncOpenAI:
 def _client_for(base_url: str | None, api_key: str, timeout: float, max_retries: int) -> openai.OpenAI:
     # Explicit timeout and retries: the SDK's defaults (600 s, 2 retries) would hold a
     # chat turn for ten minutes before telling the user anything.
-    return openai.OpenAI(base_url=base_url, api_key=api_key or NO_KEY, timeout=timeout, max_retries=max_retries)
+    return openai.OpenAI(
+        base_url=base_url,
+        api_key=api_key or NO_KEY,
+        timeout=timeout,
+        max_retries=max_retries,
+        # Each request to the offline coach's address first asks it to prove it is ours.
+        http_client=openai.DefaultHttpxClient(event_hooks={"request": [check_before_sending]}),
+    )

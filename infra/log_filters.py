@@ -1,4 +1,4 @@
-"""Filters for the app's log records."""
+"""Filters for the app's log records, and uvicorn's."""
 
 from __future__ import annotations
 
@@ -18,3 +18,24 @@ class ForbiddenWithoutTraceback(logging.Filter):
             if isinstance(error, PermissionDenied):
                 record.exc_info, record.exc_text = None, None
         return True
+
+
+class QueryStringsLeftOut(logging.Filter):
+    """uvicorn's access log, each request's path without its query string: a memory
+    search's words (`/memories/?q=my+HIV+diagnosis`), or where a sign-in goes next, would
+    otherwise be written to the log beside the person's address."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        # uvicorn's access line: client, method, path with its query, HTTP version, status.
+        # The path is percent-encoded, so its first "?" is where the query string begins.
+        args = record.args
+        if isinstance(args, tuple) and len(args) == 5 and isinstance(target := args[2], str):
+            record.args = (*args[:2], target.split("?", 1)[0], *args[3:])
+        return True
+
+
+def access_log_without_query_strings() -> None:
+    """Leave query strings out of uvicorn's access log in this process (once)."""
+    access = logging.getLogger("uvicorn.access")
+    if not any(isinstance(existing, QueryStringsLeftOut) for existing in access.filters):
+        access.addFilter(QueryStringsLeftOut())

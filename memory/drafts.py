@@ -51,6 +51,11 @@ class MemoryNoRoom(MemoryWriteError):
     all it may, and nothing in it may be forgotten to make room."""
 
 
+class MemoryFull(MemoryWriteError):
+    """A write of the person's refused because they keep the most memories one person may
+    (MEMORY_MAX_PER_PERSON; memory.policy, rule 5): the message says so, to them."""
+
+
 class MemoryOff(MemoryWriteError):
     """A coach write while the person has memory off (turned off while the model wrote)."""
 

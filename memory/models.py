@@ -338,7 +338,9 @@ class PrivateTextViewing(models.Model):
     person = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.DB_CASCADE, related_name="private_text_viewings"
     )
-    what = models.CharField(max_length=100)
+    # What was read or done, by kind and id, or a right by its name ("added you to the group
+    # Support"): never the person's words.
+    what = models.CharField(max_length=300)
     reason = models.CharField(max_length=300)
     viewed_at = models.DateTimeField(default=timezone.now)
 

@@ -11,6 +11,9 @@ database, no clock.
    write is refused when, once everything that may go has gone, more memories would
    remain than the ceiling or than there were before it, or when the written memory would
    itself be the one to go. Protected memories the coach wrote count toward the ceiling.
+5. The person may take the store past the ceiling, but not without end: a write of theirs
+   is refused when, once everything that may go has gone, more memories would remain than
+   `max_per_person` and than there were before it.
 
 No importance scoring and no merging by similarity: a rule that says "this never leaves"
 cannot evict a nut allergy that merely reads like boilerplate.
@@ -96,6 +99,28 @@ def coach_write_refusal(
                 "(what the person wrote, and safety notes, are kept for good)"
             )
     return None
+
+
+def person_write_refusal(
+    before: Sequence[MemoryFacts],
+    after: Sequence[MemoryFacts],
+    *,
+    max_stored: int,
+    max_episodes: int,
+    max_per_person: int,
+) -> str | None:
+    """Rule 5: why a write of the person's, turning `before` into `after`, may not be made;
+    None when it may. A change that adds nothing is never refused, however full the store."""
+    now, then = (_kept_besides_episodes(store, max_stored, max_episodes) for store in (after, before))
+    if now > max_per_person and now > then:
+        return f"the store holds {max_per_person} memories, the most one person may keep"
+    return None
+
+
+def _kept_besides_episodes(memories: Sequence[MemoryFacts], max_stored: int, max_episodes: int) -> int:
+    """How many memories besides episodes remain once the plan has forgotten what it would."""
+    gone = {e.ref for e in plan_eviction(memories, max_stored=max_stored, max_episodes=max_episodes)}
+    return sum(1 for m in memories if m.category != EPISODE and m.ref not in gone)
 
 
 def forgetting_order(memories: Iterable[MemoryFacts]) -> list[MemoryFacts]:

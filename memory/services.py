@@ -44,6 +44,7 @@ from memory.store import (
     lock_user_for_key,
     memory_event,
     record_event,
+    refuse_past_what_a_person_keeps,
     settle_store,
     store_facts,
     write_memory,
@@ -298,6 +299,8 @@ def memory_restore(*, user: User, event_id: int, now: datetime | None = None) ->
             )
         memory = Memory(pk=event.memory_id, user=user, key=draft.key, source=Source.MANUAL, created_at=now, version=0)
         apply_draft(memory, draft, embedding=embedding, now=now)
+        before = store_facts(user)
+        refuse_past_what_a_person_keeps(before, [*before, memory.facts])
         give_neutral_key(memory)
         memory.save(force_insert=True)
         record_event(
@@ -350,8 +353,10 @@ def memory_undo_delete(*, user: User, token: str, now: datetime | None = None) -
             taken = Memory.objects.filter(user=user).values_list("key", flat=True)
             memory.key = neutral_key(memory.category, taken)
         reason = "you undid deleting it"
+        before = store_facts(user)
+        refuse_past_what_a_person_keeps(before, [*before, memory.facts])
         plan = plan_eviction(
-            [*store_facts(user), memory.facts],
+            [*before, memory.facts],
             max_stored=settings.MEMORY_MAX_STORED,
             max_episodes=settings.MEMORY_MAX_EPISODES,
         )

@@ -31,7 +31,7 @@ def staff_action_record(*, staff: User, person: User, what: str) -> PrivateTextV
         viewer=staff,
         viewer_email=staff.email,
         person=person,
-        what=what[:100],
+        what=what[: PrivateTextViewing._meta.get_field("what").max_length],
         reason="",
     )
 

@@ -15,10 +15,10 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from infra.llm import Embedding
-from memory.drafts import MemoryDraft, MemoryNoRoom, MemoryOff
+from memory.drafts import MemoryDraft, MemoryFull, MemoryNoRoom, MemoryOff
 from memory.keys import is_neutral, needs_neutral_key, neutral_key
 from memory.models import Memory, MemoryEvent, key_digest
-from memory.policy import Eviction, MemoryFacts, coach_write_refusal, plan_eviction
+from memory.policy import Eviction, MemoryFacts, coach_write_refusal, person_write_refusal, plan_eviction
 from memory.selectors import memory_facts_for_user
 from memory.statements import memory_enabled_locked, memory_keyed, memory_with_event_insert
 
@@ -91,9 +91,12 @@ def give_neutral_key(memory: Memory) -> None:
 
 def settle_store(memory: Memory, *, actor: str, before: Sequence[MemoryFacts], now: datetime) -> tuple[Eviction, ...]:
     """After `memory` was saved: the ceiling rule for anyone but the person (raising
-    MemoryNoRoom, which rolls the write back), then the evictions the policy asks for."""
+    MemoryNoRoom, which rolls the write back), the bound on what the person keeps for the
+    person (MemoryFull), then the evictions the policy asks for."""
     after = [facts for facts in before if facts.ref != memory.pk] + [memory.facts]
-    if actor != Actor.USER:
+    if actor == Actor.USER:
+        refuse_past_what_a_person_keeps(before, after)
+    else:
         refusal = coach_write_refusal(
             before,
             after,
@@ -104,6 +107,22 @@ def settle_store(memory: Memory, *, actor: str, before: Sequence[MemoryFacts], n
         if refusal:
             raise MemoryNoRoom(f"Not saved: {refusal}.")
     return apply_eviction_policy(user_id=memory.user_id, facts=after, now=now)
+
+
+def refuse_past_what_a_person_keeps(before: Sequence[MemoryFacts], after: Sequence[MemoryFacts]) -> None:
+    """MemoryFull, which rolls the write back, when a write of the person's leaves them more
+    memories than MEMORY_MAX_PER_PERSON (memory.policy, rule 5)."""
+    if person_write_refusal(
+        before,
+        after,
+        max_stored=settings.MEMORY_MAX_STORED,
+        max_episodes=settings.MEMORY_MAX_EPISODES,
+        max_per_person=settings.MEMORY_MAX_PER_PERSON,
+    ):
+        raise MemoryFull(
+            f"You have {settings.MEMORY_MAX_PER_PERSON} memories, the most your coach keeps for one person. "
+            "Delete some you no longer need, then try again: nothing was saved."
+        )
 
 
 def apply_eviction_policy(

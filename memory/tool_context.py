@@ -85,6 +85,8 @@ class ToolContext:
     # Writes applied (or put to the person) in this turn, and write calls made at all.
     writes: int = 0
     write_calls: int = 0
+    # Searches and recalls made in this turn, the look-back's included (run_tool bounds them).
+    reads: int = 0
     duplicate_keys: set[str] = field(default_factory=set)
     # Keys whose save was flagged as a near-copy in this turn: keep_separate applies to them.
     flagged_keys: set[str] = field(default_factory=set)

@@ -37,6 +37,17 @@ from memory.tool_writes import delete_memory, save_memory, update_memory
 # ceiling) are for the model to answer, within reason.
 WRITE_CALLS_PER_WRITE = 3
 
+
+def read_limit_result() -> dict[str, Any]:
+    """What the model is told when the turn's searches and recalls are spent: what to do."""
+    most = settings.MEMORY_MAX_READS_PER_TURN
+    return {
+        "status": "read_limit",
+        "message": f"Nothing was read: a turn may search or recall at most {most} times, and that is spent. "
+        "Answer now with what you found, or ask the person.",
+    }
+
+
 MEMORY_OFF_RESULT = {
     "status": "memory_off",
     "error": "memory is off for this conversation: nothing was read or saved. Answer without memory tools.",
@@ -51,6 +62,12 @@ def run_tool(context: ToolContext, name: str, raw_arguments: str) -> str:
         return json.dumps(MEMORY_OFF_RESULT, ensure_ascii=False)
     try:
         arguments = _parse_arguments(context, name, raw_arguments)
+        if name not in WRITE_TOOLS:
+            # Every read embeds a query or returns whole notes: bounded per turn, apart from
+            # how a search ranks, so no answer of the model's can fan out without end.
+            if context.reads >= settings.MEMORY_MAX_READS_PER_TURN:
+                return json.dumps(read_limit_result(), ensure_ascii=False)
+            context.reads += 1
         if name in context.tools_from_above:
             result = context.tools_from_above[name].run(context, **arguments)
         else:

@@ -1,5 +1,7 @@
 """Serve the offline coach until SIGTERM or Ctrl-C:
-`python -m offline_coach [--host H] [--port P] [--quirk NAME ...]`.
+`python -m offline_coach [--host H] [--port P] [--quirk NAME ...]`. With OFFLINE_COACH_TOKEN
+in its environment (the run command sets one for each run), it proves with it that it is
+the offline coach the app expects.
 
 A quirk makes it behave as some real servers do (offline_coach/quirks.py), to try the app
 and `check_model` against them."""
@@ -7,6 +9,7 @@ and `check_model` against them."""
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -34,7 +37,12 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     server = ModelServer(
-        host=options.host, port=options.port, chunk_delay_seconds=CHUNK_DELAY_SECONDS, quirks=options.quirk
+        host=options.host,
+        port=options.port,
+        chunk_delay_seconds=CHUNK_DELAY_SECONDS,
+        quirks=options.quirk,
+        # From the environment, not an argument: every account on the machine reads those.
+        identity_token=os.environ.get("OFFLINE_COACH_TOKEN", ""),
     ).start()
     # Load the embedding model now, beside the server, so the first save does not wait for it.
     threading.Thread(target=minilm.preload, name="load-minilm", daemon=True).start()

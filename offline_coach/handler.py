@@ -16,11 +16,12 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlsplit
 
 from offline_coach import minilm, wire
 from offline_coach.prompt import text_of
 from offline_coach.reply import Reply
-from offline_coach.routes import CHAT_PATH, EMBEDDING_MODELS, EMBEDDINGS_PATH, MODELS_PATH
+from offline_coach.routes import CHAT_PATH, EMBEDDING_MODELS, EMBEDDINGS_PATH, IDENTITY_PATH, MODELS_PATH
 from offline_coach.script import Answer, Drop, Failure, RawStream
 
 if TYPE_CHECKING:
@@ -97,6 +98,12 @@ class _Handler(BaseHTTPRequestHandler):
         if self._path() == MODELS_PATH:
             self.server.coach.record("GET", MODELS_PATH, {})
             self._send_json(200, wire.models(EMBEDDING_MODELS))
+        elif self._path() == IDENTITY_PATH:
+            challenge = parse_qs(urlsplit(self.path).query).get("challenge", [""])[0]
+            if proof := self.server.coach.identity(challenge):
+                self._send_json(200, proof)
+            else:
+                self._send_error(404, "This offline coach was started without an identity token.")
         else:
             self._send_error(404, f"Unknown path: GET {self.path}")
 

@@ -8,6 +8,8 @@ connections, streams) is offline_coach/handler.py.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import logging
 import threading
@@ -54,12 +56,16 @@ class ModelServer:
         embedding_delay_seconds: float = 0.0,
         today: Callable[[], date] = _utc_today,
         quirks: Collection[str] = (),
+        identity_token: str = "",
     ) -> None:
         self.scripted = scripted
         # Ways of a real server's it takes on (offline_coach/quirks.py), none by default.
         self.quirks = checked(quirks)
         # A slow embedding provider, for tests of what waits on one.
         self.embedding_delay_seconds = embedding_delay_seconds
+        # The run command's token for this run: with it, the server proves it is the
+        # offline coach the app expects, and not some other process on its port.
+        self.identity_token = identity_token
         self.host = host
         self.port = port
         self.chunk_delay_seconds = chunk_delay_seconds
@@ -182,6 +188,15 @@ class ModelServer:
         return system_text(body.get("messages") or [])
 
     # For the request handler ---------------------------------------------------------
+
+    def identity(self, challenge: str) -> dict[str, str] | None:
+        """The proof that this is the offline coach holding the run's token: an HMAC of the
+        app's fresh challenge under it, which a process without the token cannot make.
+        None when it was started without one (the app then expects no proof)."""
+        if not self.identity_token or not challenge:
+            return None
+        proof = hmac.new(self.identity_token.encode(), challenge.encode(), hashlib.sha256).hexdigest()
+        return {"proof": proof}
 
     def served(self, body: dict[str, Any]) -> dict[str, Any] | Failure:
         """The request as this server's quirks hand it to the coach, or their refusal of it."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -23,9 +24,9 @@ REPO = Path(__file__).resolve().parent.parent
 PRODUCTION = {
     "DJANGO_SETTINGS_MODULE": "coach.settings",
     "DJANGO_DEBUG": "false",
-    "DJANGO_SECRET_KEY": "p" * 20 + "-a-long-random-production-secret-" + "q" * 20,
+    "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
     "FIELD_ENCRYPTION_KEYS": Fernet.generate_key().decode(),
-    "FIELD_LOOKUP_KEY": "a-lookup-key-for-the-settings-tests-" + "w" * 20,
+    "FIELD_LOOKUP_KEY": secrets.token_urlsafe(48),
     "ALLOWED_HOSTS": "coach.example.com",
     "SITE_URL": "https://coach.example.com",
     "EMAIL_HOST": "smtp.example.com",

@@ -1,10 +1,11 @@
 """Test settings: the real settings, with only what tests need changed.
 
 The services are real (the test command starts PostgreSQL and Redis and exports their
-URLs); secrets are fixed test values; passwords hash fast.
+URLs); secrets are made fresh for each run; passwords hash fast.
 """
 
 import os
+import secrets
 
 from cryptography.fernet import Fernet
 
@@ -17,9 +18,9 @@ WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 if WORKER.startswith("gw"):
     os.environ["REDIS_URL"] = os.environ["REDIS_URL"].rsplit("/", 1)[0] + f"/{2 + 2 * int(WORKER[2:])}"
 os.environ.setdefault("DJANGO_DEBUG", "true")
-os.environ.setdefault("DJANGO_SECRET_KEY", "test-secret-key-not-for-production-" + "x" * 20)
+os.environ.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(50))
 os.environ.setdefault("FIELD_ENCRYPTION_KEYS", Fernet.generate_key().decode())
-os.environ.setdefault("FIELD_LOOKUP_KEY", "test-lookup-key-not-for-production-" + "y" * 20)
+os.environ.setdefault("FIELD_LOOKUP_KEY", secrets.token_urlsafe(48))
 
 from coach.settings import *  # noqa: E402, F403 (its environment is set above)
 from coach.settings import CACHES, REDIS_URL  # noqa: E402

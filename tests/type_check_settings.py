@@ -3,12 +3,13 @@ the real settings refuse to load without their secrets and services. Placeholder
 nothing is ever connected to, encrypted or served with them."""
 
 import os
+import secrets
 
 from cryptography.fernet import Fernet
 
-os.environ.setdefault("DJANGO_SECRET_KEY", "type-check-only-" + "t" * 40)
+os.environ.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(50))
 os.environ.setdefault("FIELD_ENCRYPTION_KEYS", Fernet.generate_key().decode())
-os.environ.setdefault("FIELD_LOOKUP_KEY", "type-check-only-" + "k" * 40)
+os.environ.setdefault("FIELD_LOOKUP_KEY", secrets.token_urlsafe(48))
 os.environ.setdefault("DJANGO_DEBUG", "true")
 os.environ.setdefault("DATABASE_URL", "postgres://type-check@127.0.0.1:1/type-check")
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:1/0")

@@ -20,6 +20,7 @@ from accounts.forms import EmailPreferenceForm
 from accounts.selectors import next_note_for_user
 from accounts.services import user_time_zone_set
 from accounts.views.partials import HtmxHttpRequest, wants_partial
+from coach.change_limits import changes_counted
 from emails.preferences import email_preference_update, email_resubscribe
 from emails.selectors import email_preference_for_user
 from memory.selectors import memory_list_for_user
@@ -43,6 +44,7 @@ def account(request: HtmxHttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
+@changes_counted
 def email_resume(request: HtmxHttpRequest) -> HttpResponse:
     """Emails again after an unsubscribe, as the preferences say."""
     email_resubscribe(user=request.user)
@@ -56,6 +58,7 @@ def email_resume(request: HtmxHttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
+@changes_counted
 def email_preferences(request: HtmxHttpRequest) -> HttpResponse:
     """How often and when the coach may email; used by every email the app sends."""
     form = EmailPreferenceForm(request.POST, instance=email_preference_for_user(user=request.user))

@@ -13,10 +13,12 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from accounts.forgetting import conversation_delete_by_person, summary_forget_by_person
 from accounts.views.partials import HtmxHttpRequest, wants_partial
+from coach.change_limits import changes_counted
 
 
 @login_required
 @require_POST
+@changes_counted
 def conversation_summary_delete(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """Delete a conversation's summary; the conversation itself stays. Another person's
     conversation, or one without a summary, is not found."""
@@ -31,6 +33,7 @@ def conversation_summary_delete(request: HtmxHttpRequest, pk: int) -> HttpRespon
 
 @login_required
 @require_POST
+@changes_counted
 def conversation_delete(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """Delete the conversation for good (conversation_delete_by_person), then back to the
     chat. Another person's conversation is a 404, as if it did not exist."""

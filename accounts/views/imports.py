@@ -23,6 +23,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from accounts.views.partials import HtmxHttpRequest
 from coach.limits import within_rate
 from infra.llm import LLMError
+from memory.drafts import MemoryFull
 from memory.imports.review import IMPORT_MAX_FACTS, ImportRoom, import_room_for_user, import_split
 from memory.imports.saving import ImportInvalid, ImportOutcome, memories_import
 from memory.imports.splitting import IMPORT_CATEGORIES, IMPORT_MAX_CHARS, ImportRefused, Proposal, import_text_clean
@@ -166,6 +167,8 @@ def memory_import_save(request: HtmxHttpRequest) -> HttpResponse:
         for place, errors in invalid.errors.items():
             _add_errors(ticked[place][1], errors)
         return _render_review(request, formset, paste, problem="Some of these cannot be saved as they are: see below.")
+    except MemoryFull as full:
+        return _render_review(request, formset, paste, problem=f"{full} Or untick some of these.")
     except LLMError:
         return _render_review(
             request,

@@ -27,8 +27,9 @@ from accounts.selectors import (
 )
 from accounts.services import memory_add_by_person
 from accounts.views.partials import HtmxHttpRequest, wants_partial
+from coach.change_limits import changes_counted
 from memory.corrections import DetailsMayBeStale
-from memory.drafts import MemoryInvalid, MemoryNotFound, MemoryNotRestorable, ProposalOutdated
+from memory.drafts import MemoryFull, MemoryInvalid, MemoryNotFound, MemoryNotRestorable, ProposalOutdated
 from memory.models import Memory
 from memory.selectors import (
     memory_history_for_user,
@@ -59,6 +60,7 @@ def memories(request: HtmxHttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
+@changes_counted
 def memory_add(request: HtmxHttpRequest) -> HttpResponse:
     """A memory the person writes ("always remember this"), kept for good."""
     form = MemoryForm(request.POST, time_zone=request.user.time_zone)
@@ -67,6 +69,8 @@ def memory_add(request: HtmxHttpRequest) -> HttpResponse:
             memory, look_alikes = memory_add_by_person(user=request.user, draft=form.draft())
         except MemoryInvalid as error:
             _add_errors(form, error.errors)
+        except MemoryFull as full:
+            form.add_error(None, str(full))
         else:
             if wants_partial(request):
                 context = {
@@ -136,6 +140,7 @@ def memories_forgotten(request: HtmxHttpRequest) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 @vary_on_headers("HX-Request")
+@changes_counted
 def memory_edit(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """Correct a memory in place. Saving makes it the person's own, hence protected."""
     current = memory_list_for_user(user=request.user).filter(pk=pk).first()
@@ -206,6 +211,7 @@ def memory_edit(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 @vary_on_headers("HX-Request")
+@changes_counted
 def memory_delete_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """GET asks for confirmation; POST deletes the memory, its embedding and its history's text."""
     if request.method == "GET":
@@ -234,12 +240,13 @@ def memory_delete_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
+@changes_counted
 def memory_undo_delete_view(request: HtmxHttpRequest) -> HttpResponse:
     """Bring back a memory the person just deleted, exactly as it was, from the undo
     their page held; the server kept nothing of it."""
     try:
         memory = memory_undo_delete(user=request.user, token=request.POST.get("token", ""))
-    except MemoryNotRestorable as refused:
+    except (MemoryNotRestorable, MemoryFull) as refused:
         if wants_partial(request):
             memory_id = request.POST.get("memory_id", "")
             context = {"memory_id": int(memory_id) if memory_id.isdigit() else 0, "error": str(refused)}
@@ -255,6 +262,7 @@ def memory_undo_delete_view(request: HtmxHttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
+@changes_counted
 def memory_keep_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """Protect a memory from being forgotten, without changing a word of it."""
     get_object_or_404(memory_list_for_user(user=request.user), pk=pk)
@@ -271,6 +279,7 @@ def memory_keep_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
+@changes_counted
 def memory_restore_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """Bring back a memory the coach forgot to make room; it comes back protected."""
     event = get_object_or_404(
@@ -279,7 +288,7 @@ def memory_restore_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     )
     try:
         memory = memory_restore(user=request.user, event_id=event.pk)
-    except (MemoryNotRestorable, MemoryInvalid) as error:
+    except (MemoryNotRestorable, MemoryInvalid, MemoryFull) as error:
         if wants_partial(request):
             context = {"item": forgotten_memory(event), "error": str(error)}
             return render(request, "accounts/memories.html#forgotten_item", context)

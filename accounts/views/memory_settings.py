@@ -11,12 +11,14 @@ from django.views.decorators.http import require_POST
 
 from accounts.memory_setting import MemorySettingForm, user_memory_set
 from accounts.views.partials import HtmxHttpRequest, wants_partial
+from coach.change_limits import changes_counted
 
 TEMPLATE = "accounts/memory_setting.html"
 
 
 @login_required
 @require_POST
+@changes_counted
 def memory_setting(request: HtmxHttpRequest) -> HttpResponse:
     """Turn the coach's memory on or off; an answer that is neither changes nothing and says so."""
     form = MemorySettingForm(request.POST)

@@ -14,6 +14,7 @@ from accounts.forgetting import proposal_confirm_by_person
 from accounts.pages import ProposalView, memory_row
 from accounts.views.memories import memory_anchor, memory_page_of
 from accounts.views.partials import HtmxHttpRequest, wants_partial
+from coach.change_limits import changes_counted
 from memory.drafts import MemoryInvalid, MemoryNotFound, ProposalDecided, ProposalOutdated
 from memory.overlaps import overlap_dismiss, overlap_merge
 from memory.proposals import proposal_reject
@@ -22,6 +23,7 @@ from memory.selectors import overlaps_for_user, proposals_for_user
 
 @login_required
 @require_POST
+@changes_counted
 def proposal_confirm_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """Apply exactly the change the coach asked for and the person was shown."""
     proposal = get_object_or_404(proposals_for_user(user=request.user), pk=pk)
@@ -50,6 +52,7 @@ def proposal_confirm_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
+@changes_counted
 def proposal_reject_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """Turn the coach's suggestion down; the memory stays exactly as it is."""
     proposal = get_object_or_404(proposals_for_user(user=request.user), pk=pk)
@@ -65,6 +68,7 @@ def proposal_reject_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
+@changes_counted
 def overlap_merge_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """Fold two memories that read alike into one, which becomes the person's own."""
     overlap = get_object_or_404(overlaps_for_user(user=request.user), pk=pk)
@@ -92,6 +96,7 @@ def overlap_merge_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
+@changes_counted
 def overlap_dismiss_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """The two are different facts: keep both, and stop offering the pair."""
     overlap = get_object_or_404(overlaps_for_user(user=request.user), pk=pk)

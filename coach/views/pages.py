@@ -27,6 +27,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from redis import RedisError
 
 from coach import streams
+from coach.change_limits import changes_counted
 from coach.claims import message_continue, message_retry
 from coach.limits import within_rate
 from coach.middleware import SignedInHttpRequest, cannot_save, when_writes_refused
@@ -37,7 +38,6 @@ from coach.selectors import (
     look_backs_of,
     memories_kept_from,
     messages_for_user,
-    running_turns_of,
     session_messages,
     session_to_write_in,
     sessions_for_user,
@@ -127,7 +127,8 @@ def session_new(request: SignedInHttpRequest) -> HttpResponse:
     ):
         error = (TOO_MANY_SESSIONS, 429)
     if error is None:
-        error = _limits_refuse(request)
+        # Replies at once are counted in session_start, with the person's turns locked.
+        error = _too_many_messages(request)
     if error is not None:
         return _composer_error(request, *error, session=None)
     try:
@@ -136,7 +137,10 @@ def session_new(request: SignedInHttpRequest) -> HttpResponse:
             first_message=text,
             client_id=_client_id(request),
             remembered=not _not_remembered_chosen(request),
+            turns_at_most=settings.COACH_MAX_TURNS_AT_ONCE,
         )
+    except TooManyTurns:
+        return _composer_error(request, TOO_MANY_TURNS, 429, session=None)
     except MessageRejected as rejection:
         return _composer_error(request, str(rejection), 422, session=None)
     first = Message.objects.filter(session=session, role=Message.Role.USER).order_by("pk").first()
@@ -258,6 +262,7 @@ def reply_stop(request: SignedInHttpRequest, pk: int, message_pk: int) -> HttpRe
 
 @login_required
 @require_POST
+@changes_counted
 def session_close(request: SignedInHttpRequest, pk: int) -> HttpResponse:
     session = get_object_or_404(sessions_for_user(user=request.user), pk=pk)
     session_end(session=session)
@@ -291,14 +296,6 @@ def _posted_text(request: HttpRequest) -> tuple[str, tuple[str, int] | None]:
         return request.POST.get("text", ""), None
     except RequestDataTooBig:
         return "", (TOO_LONG.format(most=settings.COACH_MAX_MESSAGE_CHARS), 413)
-
-
-def _limits_refuse(request: SignedInHttpRequest) -> tuple[str, int] | None:
-    if refused := _too_many_messages(request):
-        return refused
-    if running_turns_of(user=request.user) >= settings.COACH_MAX_TURNS_AT_ONCE:
-        return TOO_MANY_TURNS, 429
-    return None
 
 
 def _too_many_messages(request: SignedInHttpRequest) -> tuple[str, int] | None:

@@ -4,17 +4,21 @@ when refused."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from urllib.parse import urlencode
 
 import pytest
+from django.db import connection, transaction
 from django.test import Client
 
 from accounts.models import User
+from coach.claims import message_retry
 from coach.models import ChatSession, Message
-from coach.services import message_post
+from coach.services import TooManyTurns, message_post, message_post_as, session_start
 from coach.views.pages import TOO_MANY_MESSAGES, TOO_MANY_SESSIONS, TOO_MANY_TURNS
 from tests.coach.factories import make_session
+from tests.coach.races import race
 
 pytestmark = pytest.mark.django_db
 
@@ -199,3 +203,68 @@ def test_retries_count_against_messages_a_minute(client_of: Client, user: User, 
 
     assert [response.status_code for response in responses] == [200, 200, 200, 429]
     assert TOO_MANY_MESSAGES in responses[-1].content.decode()
+
+
+# Replies at once are the person's, whichever conversations they are in -------------------
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("second_in", ["another conversation", "a new conversation", "a retry elsewhere"])
+def test_replies_at_once_are_counted_across_the_persons_conversations_when_posts_meet(
+    user: User, settings, second_in: str
+) -> None:
+    """Two posts meet: the first holds its transaction open until the second waits on it,
+    then commits; the second counts the first's message among the person's replies at once."""
+    settings.COACH_MAX_TURNS_AT_ONCE = 1
+    first_session, other = make_session(user), make_session(user)
+    failed = failed_message(other, "Failed earlier")
+    holding, release = threading.Event(), threading.Event()
+    outcomes: list[str] = []
+
+    def first() -> None:
+        with transaction.atomic():
+            message_post_as(user_id=user.pk, session_id=first_session.pk, text="First", client_id=None, turns_at_most=1)
+            holding.set()
+            release.wait(10)
+
+    def second() -> None:
+        try:
+            if second_in == "another conversation":
+                message_post_as(user_id=user.pk, session_id=other.pk, text="Second", client_id=None, turns_at_most=1)
+            elif second_in == "a new conversation":
+                session_start(user=user, first_message="Second", turns_at_most=1)
+            else:
+                message_retry(message=failed, turns_at_most=1)
+        except TooManyTurns:
+            outcomes.append("refused")
+        else:
+            outcomes.append("accepted")
+
+    race(first, second, holding=holding, release=release)
+
+    assert outcomes == ["refused"]
+    assert Message.objects.filter(session__user=user, role="user", status__in=["pending", "answering"]).count() == 1
+
+
+def test_six_conversations_posted_to_at_once_run_at_most_the_limit(transactional_db: None, user: User) -> None:
+    sessions = [make_session(user) for _ in range(6)]
+    barrier = threading.Barrier(6)
+    accepted: list[int] = []
+
+    def post(session: ChatSession) -> None:
+        barrier.wait(10)
+        try:
+            message_post_as(user_id=user.pk, session_id=session.pk, text="At once", client_id=None, turns_at_most=2)
+            accepted.append(session.pk)
+        except TooManyTurns:
+            pass
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=post, args=(session,)) for session in sessions]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(20)
+
+    assert len(accepted) == 2

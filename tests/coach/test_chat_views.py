@@ -294,7 +294,7 @@ def test_a_message_to_another_persons_session_is_a_404_whatever_else_is_wrong(
     assert Message.objects.filter(session=session).count() == 2
 
 
-def test_a_sent_message_costs_three_queries_in_one_transaction(
+def test_a_sent_message_costs_four_queries_in_one_transaction(
     transactional_db: None, client_of: Client, user: User
 ) -> None:
     # Outside a test's transaction, as in production: no savepoints among the queries.
@@ -305,10 +305,11 @@ def test_a_sent_message_costs_three_queries_in_one_transaction(
             f"/chat/{session.pk}/messages", {"text": "Plan my week"}, headers={"HX-Request": "true"}
         )
 
-    # The login with its person; then the conversation locked with the person's running
-    # turns, and the message with the conversation's new state and the duplicate lookup.
+    # The login with its person; then the person's turns locked, the conversation locked
+    # with their running turns (counted after that lock), and the message with the
+    # conversation's new state and the duplicate lookup.
     statements = [query["sql"].split()[0] for query in captured.captured_queries]
-    assert statements == ["SELECT", "BEGIN", "SELECT", "WITH", "COMMIT"]
+    assert statements == ["SELECT", "BEGIN", "SELECT", "SELECT", "WITH", "COMMIT"]
     assert response.status_code == 200
     assert [(m.content, m.status) for m in session.messages.order_by("pk")][-1] == ("Plan my week", "pending")
 

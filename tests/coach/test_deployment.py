@@ -7,8 +7,11 @@ import itertools
 import json
 import os
 import re
+import shlex
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -267,3 +270,55 @@ def test_the_run_commands_web_process_has_the_same_connection_limit(tmp_path) ->
     [web] = [spec for spec in app_processes("127.0.0.1", 8000, tmp_path) if spec.name == "web"]
 
     assert web.argv[web.argv.index("--limit-concurrency") + 1] == "1000"
+
+
+# The image's build step ---------------------------------------------------------------------
+
+
+def dockerfile_instructions() -> list[tuple[str, str]]:
+    """Each instruction of the Dockerfile as (NAME, its arguments), continuation lines joined."""
+    joined = re.sub(r"\\\n", " ", (REPO / "Dockerfile").read_text())
+    found = []
+    for line in joined.splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            name, _, arguments = line.strip().partition(" ")
+            found.append((name.upper(), arguments.strip()))
+    return found
+
+
+def copied_as_the_image_copies(target) -> None:
+    """The tree as `COPY . .` puts it in the image: what .dockerignore leaves out is not there."""
+    ignored = [line.strip() for line in (REPO / ".dockerignore").read_text().splitlines() if line.strip()]
+    names = {pattern.removeprefix("**/") for pattern in ignored}
+
+    def left_out(folder: str, entries: list[str]) -> set[str]:
+        return {entry for entry in entries if entry in names}
+
+    shutil.copytree(REPO, target, ignore=left_out, symlinks=True)
+
+
+def test_the_images_collectstatic_step_runs_through_the_start_up_checks_as_written(tmp_path) -> None:
+    instructions = dockerfile_instructions()
+    [build_step] = [arguments for name, arguments in instructions if name == "RUN" and "collectstatic" in arguments]
+    environment: dict[str, str] = {}
+    for name, arguments in instructions[: instructions.index(("RUN", build_step))]:
+        if name == "ENV":
+            environment |= dict(pair.split("=", 1) for pair in shlex.split(arguments))
+    tree = tmp_path / "app"
+    copied_as_the_image_copies(tree)
+
+    # The step as the image's shell runs it, with the image's environment and nothing of
+    # this machine's settings: only the path to a Python that has the app's packages.
+    result = subprocess.run(
+        ["/bin/sh", "-c", build_step],
+        cwd=tree,
+        env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path), **environment},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+    assert result.returncode == 0, result.stderr
+    manifest = json.loads((tree / "staticfiles" / "staticfiles.json").read_text())
+    assert "css/app.css" in manifest["paths"]
+    assert not any(word in build_step for word in ("=collectstatic", "SECRET_KEY=build")), "no secret written out"

@@ -25,10 +25,10 @@ def test_a_message_reopens_its_conversation_in_one_transaction_after_its_lock(
     ChatSession.objects.filter(pk=session.pk).update(ended_at=timezone.now(), summarised_at=timezone.now())
     now = timezone.now() + timedelta(minutes=1)
 
-    # The savepoint, the lock (with the person's running turns), the message with the
-    # conversation's new state (and the lookup of what may have been sent already), the
-    # release.
-    with django_assert_num_queries(4):
+    # The savepoint, the lock on the person's turns, the conversation's lock (with their
+    # running turns), the message with the conversation's new state (and the lookup of
+    # what may have been sent already), the release.
+    with django_assert_num_queries(5):
         message = message_post(session=session, text="Back again: my knee is better", client_id=None, now=now)
 
     assert Message.objects.get(pk=message.pk).content == "Back again: my knee is better"

@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
+import secrets
 import subprocess
 import sys
+import uuid
 
 import pytest
+from cryptography.fernet import Fernet
 
 from accounts.models import User
+from infra.environment import looks_random
 from tests.processes import PRODUCTION, REPO
+
+# A valid Fernet key anyone can guess: thirty-two zero bytes.
+ZERO_KEY = base64.urlsafe_b64encode(bytes(32)).decode()
 
 
 def run_django(args: list[str], **overrides: str | None) -> subprocess.CompletedProcess[str]:
@@ -45,6 +53,15 @@ def test_production_refuses_to_start_without_a_secret(secret: str) -> None:
         ("FIELD_ENCRYPTION_KEYS", "collectstatic", "FIELD_ENCRYPTION_KEYS holds something that is not a Fernet key"),
         ("FIELD_LOOKUP_KEY", "x", "FIELD_LOOKUP_KEY is too short: it must be at least 32 random bytes"),
         ("DJANGO_SECRET_KEY", "short-secret", "DJANGO_SECRET_KEY is too short: it must be at least 32 random bytes"),
+        ("DJANGO_SECRET_KEY", "a" * 50, "DJANGO_SECRET_KEY does not look random"),
+        ("FIELD_LOOKUP_KEY", "x" * 32, "FIELD_LOOKUP_KEY does not look random"),
+        ("FIELD_LOOKUP_KEY", "0123456789abcdef" * 3, "FIELD_LOOKUP_KEY does not look random"),
+        ("FIELD_ENCRYPTION_KEYS", ZERO_KEY, "FIELD_ENCRYPTION_KEYS: key 1 of 1 does not look random"),
+        (
+            "FIELD_ENCRYPTION_KEYS",
+            f"{Fernet.generate_key().decode()},{ZERO_KEY}",
+            "FIELD_ENCRYPTION_KEYS: key 2 of 2 does not look random",
+        ),
     ],
 )
 def test_production_refuses_to_start_with_a_secret_that_is_not_one(secret: str, value: str, said: str) -> None:
@@ -53,6 +70,21 @@ def test_production_refuses_to_start_with_a_secret_that_is_not_one(secret: str, 
     assert result.returncode != 0
     assert said in result.stderr
     assert "Traceback" not in result.stderr.splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: secrets.token_urlsafe(50),
+        lambda: secrets.token_urlsafe(32),
+        lambda: secrets.token_hex(16),
+        lambda: uuid.uuid4().hex,
+        lambda: base64.urlsafe_b64decode(Fernet.generate_key()),
+    ],
+    ids=["token_urlsafe(50)", "token_urlsafe(32)", "token_hex(16)", "uuid4().hex", "a Fernet key's bytes"],
+)
+def test_secrets_made_the_ways_the_messages_say_always_look_random(make) -> None:
+    assert all(looks_random(make()) for _ in range(20_000))
 
 
 @pytest.mark.parametrize("variable", ["ALLOWED_HOSTS", "SITE_URL", "EMAIL_HOST", "EMAIL_USE_TLS"])

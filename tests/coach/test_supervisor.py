@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import os
+import secrets
 import signal
+import socket
+import stat
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import psycopg
 import pytest
@@ -21,6 +25,7 @@ from coach.run_environment import hold_run_lock
 from coach.services import session_start
 from emails.models import Email
 from emails.tasks import send_email
+from infra.offline_coach_identity import proof_for
 from offline_coach import ModelServer
 from tests.coach.sse import session_cookie
 from tests.emails.factories import make_email, reachable_now
@@ -84,6 +89,20 @@ def test_an_unreachable_redis_stops_start_up_with_one_line(tmp_path: Path) -> No
     assert stderr.startswith("coach: error: Redis at REDIS_URL does not answer")
 
 
+def test_another_process_on_the_offline_coachs_port_stops_start_up_with_one_line(tmp_path: Path) -> None:
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        where = f"http://127.0.0.1:{squatter.getsockname()[1]}/v1"
+        process = supervisor(tmp_path, free_port(), OFFLINE_COACH_URL=where)
+        _, stderr = process.communicate(timeout=60)
+
+    assert process.returncode == 1
+    assert stderr.strip().count("\n") == 0
+    assert stderr.startswith(f"coach: error: another process already listens at {where}")
+    assert "set OFFLINE_COACH_URL to a free port" in stderr
+
+
 def test_a_second_run_in_the_same_folder_is_refused_clearly(tmp_path: Path) -> None:
     (tmp_path / "data").mkdir()
     lock = hold_run_lock(tmp_path / "data" / "run.lock")
@@ -115,6 +134,7 @@ def test_run_starts_everything_stops_everything_and_keeps_the_data(tmp_path: Pat
             )
         children = child_pids(first.pid)
         assert len(children) >= 4, "web, worker, beat and the offline coach"
+        assert proves_it_is_this_runs_offline_coach(tmp_path / "data")
     finally:
         first.send_signal(signal.SIGINT)
         first.wait(timeout=60)
@@ -138,6 +158,15 @@ def test_run_starts_everything_stops_everything_and_keeps_the_data(tmp_path: Pat
         second.send_signal(signal.SIGINT)
         second.wait(timeout=60)
     assert second.returncode == 0
+
+
+def proves_it_is_this_runs_offline_coach(data_dir: Path) -> bool:
+    """Whether the offline coach answers a fresh challenge with this run's token, as the
+    app's processes ask it before each request (infra/offline_coach_identity.py)."""
+    running = dict(line.split("=", 1) for line in (data_dir / "running.env").read_text().splitlines())
+    challenge = secrets.token_urlsafe(16)
+    status, answer = get_json(f"{running['OFFLINE_COACH_URL']}/offline-coach/identity?challenge={challenge}")
+    return status == 200 and answer["proof"] == proof_for(running["OFFLINE_COACH_TOKEN"], challenge)
 
 
 def local_database(tmp_path: Path) -> psycopg.Connection:
@@ -165,6 +194,41 @@ def test_manage_runs_one_command_with_the_same_settings_and_services(tmp_path: P
     assert process.returncode == 0, stderr
     assert "[ ] 0001_vector_extension" in stdout
     assert not (tmp_path / "data" / "running.env").exists()
+
+
+# What a command beside the app sees of its Redis: asked without the password, and with it.
+REDIS_SEEN = """
+import os, redis
+from urllib.parse import urlsplit
+url = urlsplit(os.environ["REDIS_URL"])
+try:
+    redis.Redis(host=url.hostname, port=url.port).ping()
+    print("without the password: answered")
+except redis.AuthenticationError:
+    print("without the password: refused")
+print("with it:", redis.Redis.from_url(os.environ["REDIS_URL"]).ping(), url.password)
+"""
+
+
+def test_the_run_commands_redis_asks_for_the_password_in_env_and_its_data_is_its_owners_alone(
+    tmp_path: Path,
+) -> None:
+    process = supervisor(tmp_path, free_port(), "--manage", "shell", "-c", REDIS_SEEN)
+    stdout, stderr = process.communicate(timeout=120)
+
+    assert process.returncode == 0, stderr
+    password = dict(line.split("=", 1) for line in (tmp_path / ".env").read_text().splitlines() if "=" in line)[
+        "LOCAL_REDIS_PASSWORD"
+    ]
+    assert "without the password: refused" in stdout
+    assert f"with it: True {password}" in stdout
+    folder = tmp_path / "data" / "redis"
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700, "no other account looks inside Redis's folder"
+    kept = list(folder.rglob("*"))
+    assert any(path.name.startswith("appendonly") for path in kept), "Redis keeps its data on disk"
+    for path in kept:
+        assert stat.S_IMODE(path.stat().st_mode) & 0o077 == 0, f"{path.name} is readable by others"
+    assert password not in (folder / "valkey.log").read_text()
 
 
 def test_a_local_redis_or_postgres_killed_under_the_app_is_brought_back_and_the_app_goes_on(tmp_path: Path) -> None:
@@ -195,7 +259,7 @@ def server_pid(data_dir: Path) -> int:
     """The local valkey-server of the app running from `data_dir` (found by the port in
     the URL the run command wrote down; the server renames itself after that address)."""
     urls = dict(line.split("=", 1) for line in (data_dir / "running.env").read_text().splitlines())
-    address = urls["REDIS_URL"].removeprefix("redis://").split("/")[0].encode()
+    address = urlsplit(urls["REDIS_URL"]).netloc.rpartition("@")[2].encode()
     for entry in Path("/proc").iterdir():
         try:
             title = (entry / "cmdline").read_bytes() if entry.name.isdigit() else b""

@@ -357,3 +357,33 @@ def test_model_html_in_a_reply_arrives_inert(
     assert "<img" not in html and "<script" not in html and "<div" not in html
     assert 'href="javascript' not in html
     assert '<a href="https://example.com" rel="noopener noreferrer nofollow">site</a>' in html
+
+
+def test_a_turns_searches_and_recalls_stop_at_the_limit_with_a_result_the_model_can_act_on(
+    live_app: str, person: Client, user: User, model_server: ModelServer, settings
+) -> None:
+    settings.MEMORY_MAX_READS_PER_TURN = 6
+    for number in range(5):
+        make_memory(user, f"note-{number}", summary=f"Note {number} " + "words " * 40, content="details " * 300)
+    keys = [f"note-{number}" for number in range(5)]
+    searches = [("search_memories", {"query": f"fan out {n}", "limit": None}) for n in range(40)]
+    recalls = [("recall_memory", {"keys": keys}) for _ in range(40)]
+    looks = [("search_conversations", {"query": f"look {n}", "limit": None}) for n in range(10)]
+    model_server.queue_tool_calls([*searches[:20], *recalls[:20]])
+    model_server.queue_tool_calls([*searches[20:], *recalls[20:], *looks])
+    model_server.queue_text("Here is what I found.")
+    message = ask(session_start(user=user), "Tell me everything you know.")
+
+    received = stream(live_app, person, message)
+
+    asked = [r for r in model_server.embedding_requests() if str(r["input"][0]).startswith(("fan out", "look"))]
+    assert len(asked) <= 6, "each search embeds its query: no more than the limit"
+    requests = model_server.chat_requests()
+    # Both rounds' 90 calls, each with its result, as the last request carries them.
+    results = [json.loads(m["content"]) for m in requests[-1]["messages"] if m["role"] == "tool"]
+    assert len(results) == 90
+    assert sum(1 for r in results if r["status"] != "read_limit") == 6
+    assert "Answer now with what you found" in results[-1]["message"]
+    # The request stays the size of six reads, not of ninety searches and recalls.
+    assert len(json.dumps(requests[-1])) < 100_000
+    assert words_of(received) == "Here is what I found."

@@ -88,6 +88,38 @@ def test_what_the_model_writes_is_escaped_in_the_html(user: User, model_server: 
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &lt;b&gt;bold&lt;/b&gt;<br>next line" in html
 
 
+HOSTILE_DRAFT = (
+    "Subject: Read https://evil.example/s?q=HIV-positive\n\n"
+    "Hi Ada,\n\nYour results: https://evil.example/r?q=HIV-positive. Or [here](https:evil.example/m?q=HIV-positive), "
+    "www.evil.example/w?q=HIV-positive, evil.example/p?q=HIV-positive and "
+    "mailto:help@evil.example?body=HIV-positive.\n\nYour memories: {site}/memories/"
+)
+
+
+def test_an_address_the_model_writes_reaches_the_inbox_only_on_our_own_host(
+    user: User, model_server: ModelServer, smtp_sink: SmtpSink, settings
+) -> None:
+    reachable_now(user)
+    email = planned(user)
+    model_server.queue_text(HOSTILE_DRAFT.format(site=settings.SITE_URL))
+
+    assert email_send(email_id=email.pk) == SendOutcome.SENT
+
+    [message] = smtp_sink.wait_for_messages(1)
+    [raw] = smtp_sink.raw
+    # The bytes as they came, with quoted-printable's soft line breaks undone, and each part decoded.
+    received = [raw.decode().replace("=\r\n", "").replace("=\n", ""), message["Subject"]]
+    received += [text_of(message), html_of(message)]
+    for part in received:
+        assert "HIV-positive" not in part and "evil.example/" not in part
+    assert message["Subject"] == "Read evil.example"
+    assert (
+        "Your results: evil.example. Or [here](evil.example), www.evil.example, evil.example and evil.example."
+        in text_of(message)
+    )
+    assert f"Your memories: {settings.SITE_URL}/memories/" in text_of(message)
+
+
 def test_a_draft_without_a_subject_line_still_goes_out_with_a_plain_one(user: User, model_server: ModelServer) -> None:
     reachable_now(user)
     email = planned(

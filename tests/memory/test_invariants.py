@@ -8,8 +8,8 @@ category), keep and delete memories and answer the coach's suggestions; staff ad
 change memories through the admin; and weekly episodes are written.
 After every step the invariants below are checked against the database.
 
-The ceilings are small here (6 memories, 2 weekly episodes) so that a few dozen steps
-reach them; the rule is the same at 60 and 14.
+The ceilings are small here (6 memories, 2 weekly episodes, 9 of the person's own) so
+that a few dozen steps reach them; the rule is the same at 60, 14 and 500.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ pytestmark = pytest.mark.django_db
 
 MAX_STORED = 6
 MAX_EPISODES = 2
+MAX_PER_PERSON = 9
 # Fixed parts, and the index lines of a full store, fit; full texts compete for the rest.
 BUDGET = 1200
 EPISODE = Category.EPISODE
@@ -285,6 +286,14 @@ class HostileModel(RuleBasedStateMachine):
             memory_add_by_user(user=self.people[who], draft=draft)
         self.model_step = False
 
+    @rule(who=st.integers(0, 1), n=st.integers(2, 6))
+    def person_adds_several(self, who: int, n: int) -> None:
+        for number in range(n):
+            draft = MemoryDraft(key="", tier=Tier.PROFILE, category="preference", summary=f"Likes {number}", content="")
+            with contextlib.suppress(MemoryWriteError):
+                memory_add_by_user(user=self.people[who], draft=draft)
+        self.model_step = False
+
     @precondition(lambda self: Memory.objects.exists())
     @rule(
         who=st.integers(0, 1),
@@ -404,6 +413,7 @@ class HostileModel(RuleBasedStateMachine):
             assert len(episodes) <= max(MAX_EPISODES, sum(m.is_protected for m in episodes))
             coach_notes = [m for m in notes if m.source == Source.COACH]
             assert len(coach_notes) <= MAX_STORED, "the coach wrote more memories than the ceiling"
+            assert len(notes) <= MAX_PER_PERSON, f"{len(notes)} memories, past what one person may keep"
 
     @invariant()
     def the_memory_block_never_exceeds_its_budget_and_keeps_safety_lines_first(self) -> None:
@@ -488,6 +498,7 @@ def test_the_memory_keeps_its_promises_whatever_the_model_sends(settings_overrid
 def settings_override(settings) -> None:
     settings.MEMORY_MAX_STORED = MAX_STORED
     settings.MEMORY_MAX_EPISODES = MAX_EPISODES
+    settings.MEMORY_MAX_PER_PERSON = MAX_PER_PERSON
     settings.MEMORY_CONTEXT_BUDGET_TOKENS = BUDGET
     settings.MEMORY_MAX_WRITES_PER_TURN = 1000
     assert django_settings.MEMORY_MAX_STORED == MAX_STORED

@@ -14,12 +14,14 @@ from memory.policy import (
     coach_write_refusal,
     forgetting_order,
     is_protected,
+    person_write_refusal,
     plan_eviction,
     protection_reason,
 )
 
 MAX_STORED = 60
 MAX_EPISODES = 14
+MAX_PER_PERSON = 500
 START = datetime(2026, 1, 1, tzinfo=UTC)
 SOURCES = ["user", "manual", "onboarding", "coach"]
 CATEGORIES = [*sorted(PROTECTED_CATEGORIES), "background", "preference", "goal", "habit", "episode", "other"]
@@ -261,3 +263,44 @@ def test_an_allowed_coach_write_never_leaves_more_than_the_ceiling_or_than_befor
             now = [m for m in kept if (m.category == "episode") is is_episode]
             had = [m for m in before if (m.category == "episode") is is_episode]
             assert len(now) <= max(ceiling, len(had))
+
+
+# Rule 5: the person may pass the ceiling, up to what one person may keep ------------------
+
+
+def person_refusal(before: list[MemoryFacts], after: list[MemoryFacts]) -> str | None:
+    return person_write_refusal(
+        before, after, max_stored=MAX_STORED, max_episodes=MAX_EPISODES, max_per_person=MAX_PER_PERSON
+    )
+
+
+def test_the_persons_own_writes_pass_the_ceiling_up_to_what_one_person_may_keep() -> None:
+    typed = [note(f"typed-{i}", minutes=i, source="user") for i in range(MAX_PER_PERSON - 1)]
+    last = note("last", minutes=1000, source="user")
+    one_more = note("one-more", minutes=1001, source="user")
+
+    assert person_refusal(typed, [*typed, last]) is None
+    assert "500 memories" in (person_refusal([*typed, last], [*typed, last, one_more]) or "")
+
+
+def test_the_coachs_notes_make_room_before_the_persons_write_is_refused() -> None:
+    typed = [note(f"typed-{i}", minutes=i, source="user") for i in range(MAX_PER_PERSON - 1)]
+    coach = [note(f"coach-{i}", minutes=i) for i in range(5)]
+    new = note("new", minutes=1000, source="user")
+
+    # Five notes of the coach's go for it: it is the 500th kept.
+    assert person_refusal([*typed, *coach], [*typed, *coach, new]) is None
+
+
+def test_a_change_that_adds_nothing_is_never_refused_however_full() -> None:
+    typed = [note(f"typed-{i}", minutes=i, source="user") for i in range(MAX_PER_PERSON + 20)]
+    edited = note("typed-3", minutes=2000, source="manual")
+
+    assert person_refusal(typed, [m for m in typed if m.ref != "typed-3"] + [edited]) is None
+
+
+def test_weekly_episodes_are_not_counted_against_what_a_person_keeps() -> None:
+    typed = [note(f"typed-{i}", minutes=i, source="user") for i in range(MAX_PER_PERSON)]
+    week = note("week", minutes=1000, category="episode", source="manual")
+
+    assert person_refusal(typed, [*typed, week]) is None

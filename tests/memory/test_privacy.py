@@ -7,12 +7,15 @@ writes for every request, as in production.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import logging
+import os
 import shutil
 import subprocess
 import time
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -31,6 +34,7 @@ from psycopg import sql
 from accounts.forgetting import account_delete, memories_delete_all_by_person
 from accounts.models import LoginSession, User
 from coach.models import ChatSession, Message
+from coach.supervisor import app_processes
 from emails.models import Email, EmailPreference, WeeklyEpisodeRequest
 from infra.rows import text
 from memory.models import Memory, MemoryEvent, MemoryProposal, key_digest
@@ -40,6 +44,7 @@ from offline_coach import ModelServer
 from tests.asgi_server import asgi_app_server
 from tests.conftest import make_user
 from tests.memory.factories import make_memory
+from tests.processes import PRODUCTION, REPO, free_port, wait_until_answers
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -178,6 +183,41 @@ def test_deleted_memories_leave_no_text_or_key_in_the_database_or_the_access_log
             assert word not in log, f"{word!r} is in the access log"
     for key in [*MODEL_KEYS.values(), *DERIVED]:
         assert key not in dump and key not in log
+
+
+def test_a_memory_search_leaves_its_words_out_of_the_access_log(user: User, access_log: list[str]) -> None:
+    make_memory(user, "diagnosis", summary="Qzsearchmarker diagnosis in May")
+
+    with asgi_app_server(access_log=True) as base:
+        found = Browser(base, user).get("/memories/?q=qzsearchmarker+diagnosis&tier=&category=")
+
+    assert "Qzsearchmarker diagnosis in May" in found, "the search found it"
+    searches = [line for line in access_log if '"GET /memories/' in line]
+    assert searches and all("qzsearchmarker" not in line.lower() and "?" not in line for line in searches)
+
+
+def test_the_web_process_the_run_command_starts_logs_requests_without_their_query_strings() -> None:
+    [web] = [spec for spec in app_processes("127.0.0.1", free_port(), Path("unused")) if spec.name == "web"]
+    port = web.argv[web.argv.index("--port") + 1]
+    process = subprocess.Popen(
+        web.argv,
+        cwd=REPO,
+        env={**os.environ, **PRODUCTION, "ALLOWED_HOSTS": "127.0.0.1", "SECURE_SSL_REDIRECT": "false"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_until_answers(f"http://127.0.0.1:{port}/healthz", process)
+        for path in ("/memories/?q=my+HIV+diagnosis", "/livez?next=/memories/%3Fq%3Dmy%2BHIV"):
+            with contextlib.suppress(urllib.error.HTTPError):
+                urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10).close()
+    finally:
+        process.terminate()
+        output = process.communicate(timeout=30)[0].decode()
+
+    requests = [line for line in output.splitlines() if '"GET /memories/' in line or '"GET /livez' in line]
+    assert len(requests) == 2, output
+    assert "HIV" not in output and "?" not in "".join(requests)
 
 
 def test_erasing_an_account_drops_its_replies_kept_in_redis_for_a_reload(model_server: ModelServer) -> None:

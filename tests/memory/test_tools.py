@@ -389,6 +389,28 @@ def test_writes_stop_at_the_per_turn_limit(user: User, settings) -> None:
     assert call(user, "recall_memory", context, keys=["note-0"])["memories"]
 
 
+def test_searches_and_recalls_stop_at_the_per_turn_limit_and_say_what_to_do(
+    user: User, settings, model_server: ModelServer
+) -> None:
+    settings.MEMORY_MAX_READS_PER_TURN = 3
+    make_memory(user, "left-shoulder", summary="Bad left shoulder")
+    context = ToolContext(user=user)
+
+    results = [
+        call(user, "search_memories", context, query="shoulder", limit=None),
+        call(user, "recall_memory", context, keys=["left-shoulder"]),
+        call(user, "search_memories", context, query="knee", limit=None),
+        call(user, "recall_memory", context, keys=["left-shoulder"]),
+        call(user, "search_memories", context, query="hip", limit=None),
+    ]
+    write = save(user, "talk", "Giving a talk in June", context=context)
+
+    assert [r["status"] for r in results] == ["found", "found", "found", "read_limit", "read_limit"]
+    assert "at most 3 times" in results[-1]["message"] and "Answer now with what you found" in results[-1]["message"]
+    assert len(model_server.embedding_requests()) == 2 + 1, "two searches embedded their query, then the save"
+    assert write["status"] == "saved", "writes have their own limit"
+
+
 def test_refused_saves_leave_the_turns_writes_for_the_real_one(user: User, settings) -> None:
     settings.MEMORY_MAX_WRITES_PER_TURN = 3
     context = ToolContext(user=user)
