@@ -139,7 +139,7 @@ def test_an_edit_refused_says_why_beside_the_box_and_keeps_the_words(
 
     page.get_by_text("Edit", exact=True).click()
     page.get_by_label("Edit what you wrote").fill("Plan my month")
-    page.get_by_role("button", name="Send").first.click()
+    page.get_by_role("button", name="Send edit").click()
 
     expect(page.locator(".message-edit-form .answer-error")).to_have_text(
         "That is a lot to ask of your coach in a minute. Wait a moment, then try again."
@@ -187,7 +187,7 @@ def test_without_javascript_regenerate_and_edit_are_plain_forms_that_work(
         model_server.queue_text("A month of easy runs.")
         page.get_by_text("Edit", exact=True).click()
         page.get_by_label("Edit what you wrote").fill("Plan my month")
-        page.locator(".message-edit-form").get_by_role("button", name="Send").click()
+        page.get_by_role("button", name="Send edit").click()
         expect(page.locator(".from-coach")).to_have_text("A month of easy runs.", timeout=15_000)
         expect(page.locator(".from-person")).to_have_text(["Plan my month"])
         assert ChatSession.objects.get(user=user).title == "Plan my month"
