@@ -7,6 +7,7 @@ import json
 
 import pytest
 from django.conf import settings
+from django.test import Client
 from django.utils import timezone
 
 from accounts.export import account_export
@@ -23,7 +24,8 @@ from accounts.models import User
 from accounts.where_words_live import Way
 from coach.exchange_index import exchanges_index
 from coach.look_back import LOOK_BACK_TOOL
-from coach.models import ChatSession, ConversationEmbedding
+from coach.models import ChatSession, ConversationEmbedding, Message
+from coach.runner import wait_for_running
 from coach.services import message_post, session_end, session_start, session_summary_save, summaries_due
 from coach.tasks import summarise_session
 from coach.turn import turn_start
@@ -426,6 +428,48 @@ def test_a_conversation_not_remembered_reaches_nothing_the_coach_keeps(model_ser
     still_holds(PHRASE, person, model_server, "coach_message.content", "redis", "the export")
 
     assert_forgotten(PHRASE, person, way=Way.NOT_REMEMBERED, model_server=model_server)
+
+
+def a_person_who_said(email: str, phrase: str, model_server: ModelServer) -> tuple[User, Message]:
+    """A person whose last message, in a conversation under way that it titles, said
+    `phrase`; answered with it quoted (the answer kept in Redis), and indexed for the
+    look-back."""
+    person = make_user(email)
+    session = make_session(person)
+    answered(person, session, f"The {phrase} is what I train for", model_server, reply=f"The {phrase}, noted.")
+    exchanges_index(user_id=person.pk)
+    return person, Message.objects.get(session=session, role="user")
+
+
+def test_an_edited_message_leaves_its_earlier_words_nowhere_they_could_be_sent_or_found(
+    model_server: ModelServer,
+) -> None:
+    person, message = a_person_who_said("forgets@example.com", PHRASE, model_server)
+    other, _ = a_person_who_said("keeps@example.com", OTHER, model_server)
+    client = Client()
+    client.force_login(person)
+    model_server.queue_text("A half marathon, then.")
+
+    response = client.post(
+        f"/chat/{message.session_id}/messages/{message.pk}/edit",
+        {"text": "The half marathon is what I train for", "asked_at": message.waiting_since.isoformat()},
+        headers={"HX-Request": "true"},
+    )
+
+    assert response.status_code == 200
+    assert wait_for_running(timeout=TURN_SECONDS)
+    assert_forgotten(PHRASE, person, way=Way.MESSAGE_EDITED, model_server=model_server)
+    still_holds(
+        OTHER,
+        other,
+        model_server,
+        "coach_message.content",
+        "coach_chatsession.title",
+        "coach_conversationembedding.embedding",
+        "redis",
+        "search_conversations",
+        "the export",
+    )
 
 
 def test_an_erased_account_is_found_nowhere_and_the_other_persons_stay(model_server: ModelServer) -> None:
