@@ -27,9 +27,10 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "coach.settings")
 
 django_application = get_asgi_application()
 
-from infra.startup import url_resolvers_filled  # noqa: E402 (Django is set up above)
+from infra.startup import templates_compiled, url_resolvers_filled  # noqa: E402 (Django is set up above)
 
 url_resolvers_filled()
+templates_compiled()
 
 logger = logging.getLogger(__name__)
 
