@@ -425,6 +425,10 @@ EMBEDDING_BASE_URL = env_str("EMBEDDING_BASE_URL")
 EMBEDDING_API_KEY = env_str("EMBEDDING_API_KEY")
 LLM_TIMEOUT_SECONDS = env_float("LLM_TIMEOUT_SECONDS", default=30.0)
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", default=2)
+# An embeddings request's own deadline, retries included, well inside a chat turn's (checked
+# with it below): a memory save or search whose embedding is not back by then is a tool
+# result the model acts on, not a turn held until its deadline.
+EMBEDDING_TIMEOUT_SECONDS = env_float("EMBEDDING_TIMEOUT_SECONDS", default=10.0)
 
 # The broker's visibility timeout: a task not acknowledged within it is handed to another
 # worker. So it must outlast the longest task that is running fine: a follow-up email's
@@ -471,6 +475,11 @@ COACH_TURN_SILENT_SECONDS = env_float("COACH_TURN_SILENT_SECONDS", default=8.0)
 COACH_TURN_SWEEP_SECONDS = env_float("COACH_TURN_SWEEP_SECONDS", default=2.0)
 if not 0 < COACH_TURN_HEARTBEAT_SECONDS * 2 < COACH_TURN_SILENT_SECONDS:
     raise ImproperlyConfigured("COACH_TURN_SILENT_SECONDS must be more than twice COACH_TURN_HEARTBEAT_SECONDS.")
+if not 0 < EMBEDDING_TIMEOUT_SECONDS * 4 <= COACH_TURN_DEADLINE_SECONDS:
+    raise ImproperlyConfigured(
+        "EMBEDDING_TIMEOUT_SECONDS must be at most a quarter of COACH_TURN_DEADLINE_SECONDS: "
+        "a turn may wait on a few memory tools, and must still answer within its deadline."
+    )
 # The longest the model may take to start answering (its first words, or its first tool
 # call), each time it is asked within a turn; past it the turn ends failed and retryable.
 COACH_FIRST_WORDS_SECONDS = env_int("COACH_FIRST_WORDS_SECONDS", default=20)

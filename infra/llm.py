@@ -12,6 +12,7 @@ import base64
 import logging
 import math
 import struct
+import time
 import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -36,6 +37,9 @@ logger = logging.getLogger(__name__)
 
 # The offline coach and many local servers need no key, but the SDK insists on one.
 NO_KEY = "no-key-needed"
+# Pauses before each retry of an embeddings request that failed in a way that may pass
+# (LLM_MAX_RETRIES of them at most), while its deadline leaves room.
+EMBEDDING_RETRY_PAUSES_SECONDS = (0.25, 0.5, 1.0, 2.0)
 
 
 class LLMError(Exception):
@@ -246,20 +250,16 @@ def prompt_tokens_counted(messages: list[dict[str, Any]]) -> int | None:
 
 
 def embed(texts: list[str]) -> list[Embedding]:
-    """One embedding per text, in order, from EMBEDDING_MODEL."""
+    """One embedding per text, in order, from EMBEDDING_MODEL, within EMBEDDING_TIMEOUT_SECONDS
+    retries included: past it, an LLMError that says so (retryable)."""
     if not texts:
         return []
     model = settings.EMBEDDING_MODEL
     _off_the_database()
-    try:
-        # The SDK's documented low-level request, as for the chat: the answer as plain JSON,
-        # without a model object built for it. base64 (compact float32) is asked for; the
-        # decoding is _vector_of's, which also takes the floats some servers send anyway.
-        response = _embedding_client().post(
-            "/embeddings", body={"model": model, "input": texts, "encoding_format": "base64"}, cast_to=object
-        )
-    except openai.OpenAIError as error:
-        raise as_llm_error(error) from error
+    # The SDK's documented low-level request, as for the chat: the answer as plain JSON,
+    # without a model object built for it. base64 (compact float32) is asked for; the
+    # decoding is _vector_of's, which also takes the floats some servers send anyway.
+    response = _embeddings_answered({"model": model, "input": texts, "encoding_format": "base64"})
     data = response.get("data") if isinstance(response, dict) else None
     items = [item if isinstance(item, dict) else {} for item in data] if isinstance(data, list) else []
     if all(isinstance(item.get("index"), int) for item in items):
@@ -270,6 +270,30 @@ def embed(texts: list[str]) -> list[Embedding]:
     if len({len(vector) for vector in vectors}) > 1:
         raise LLMError("the embeddings answer mixed vectors of different lengths", retryable=False)
     return [Embedding(vector=vector, model=model) for vector in vectors]
+
+
+def _embeddings_answered(body: dict[str, Any]) -> object:
+    """The embeddings server's answer to `body`, asked again after a failure that may pass,
+    all within one deadline: the SDK's timeout is per try, and its retries would each get
+    the whole of it (a server that hangs held a chat turn for its own 120 s deadline)."""
+    seconds = settings.EMBEDDING_TIMEOUT_SECONDS
+    deadline = time.monotonic() + seconds
+    for pause in (*EMBEDDING_RETRY_PAUSES_SECONDS[: settings.LLM_MAX_RETRIES], None):
+        try:
+            return _embedding_client().post(
+                "/embeddings",
+                body=body,
+                cast_to=object,
+                options={"timeout": max(deadline - time.monotonic(), 0.001), "max_retries": 0},
+            )
+        except openai.APITimeoutError as error:
+            raise LLMError(f"the embeddings did not come back within {seconds:g} s", retryable=True) from error
+        except openai.OpenAIError as error:
+            failure = as_llm_error(error)
+            if not failure.retryable or pause is None or deadline - time.monotonic() <= pause:
+                raise failure from error
+        time.sleep(pause)
+    raise AssertionError("unreachable")
 
 
 def _vector_of(embedding: object) -> list[float]:
