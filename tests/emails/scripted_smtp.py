@@ -47,6 +47,7 @@ class ScriptedSmtpServer(SocketServer):
         self._scripts: deque[Script] = deque()
         self._received: list[bytes] = []
         self._connections = 0
+        self._closed = 0
         self._condition = threading.Condition()
 
     @property
@@ -91,6 +92,12 @@ class ScriptedSmtpServer(SocketServer):
             assert arrived, f"{count} message(s) expected within {timeout} s, {len(self._received)} arrived"
             return list(self._received)
 
+    def wait_for_closed(self, count: int, timeout: float = WAIT_SECONDS) -> None:
+        """Until `count` connections have ended, whoever hung up."""
+        with self._condition:
+            ended = self._condition.wait_for(lambda: self._closed >= count, timeout)
+            assert ended, f"{count} connection(s) expected to end within {timeout} s, {self._closed} did"
+
     def wait_for_connections(self, count: int, timeout: float = WAIT_SECONDS) -> None:
         with self._condition:
             came = self._condition.wait_for(lambda: self._connections >= count, timeout)
@@ -116,6 +123,10 @@ class ScriptedSmtpServer(SocketServer):
             # The client went away (timed out, killed): what came before the end of
             # data is dropped, as a real server drops it.
             return
+        finally:
+            with self._condition:
+                self._closed += 1
+                self._condition.notify_all()
 
     def _converse(self, client: socket.socket, lines: BinaryIO, script: Script) -> None:
         while line := lines.readline():
