@@ -52,7 +52,6 @@ from infra.dbsteps import release_connection
 
 logger = logging.getLogger(__name__)
 
-Mail = Email | OutgoingMail
 Status = Email.Status
 # A claim holds its mail in these; account mail is never drafted.
 HOLDING = (Status.DRAFTING, Status.SENDING)
@@ -221,8 +220,14 @@ def claims_release_dead(
     dead = [claim for claim in held if _is_dead(claim, now=now, judge_silence=judge_silence)]
     requeued, went = [], []
     for claim in dead:
+        # As read, the end of its data included: one that went since (its holder alive after
+        # all) must never be queued again, so the UPDATE says which it expects.
         still = model.objects.filter(
-            pk=claim.pk, status__in=HOLDING, claim_token=claim.token, heartbeat_at=claim.heartbeat_at
+            pk=claim.pk,
+            status__in=HOLDING,
+            claim_token=claim.token,
+            heartbeat_at=claim.heartbeat_at,
+            body_sent_at__isnull=not claim.body_went,
         )
         if claim.body_went:
             with transaction.atomic():

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 import emails.claims
 from accounts.models import User
-from emails.claims import Claim, claim_holder, claim_kept_alive, claim_take
+from emails.claims import Claim, claim_body_going, claim_holder, claim_kept_alive, claim_take
 from emails.ledger import emails_release_dead
 from emails.models import Email
 from tests.emails.factories import make_email
@@ -136,3 +136,25 @@ def test_a_claim_kept_alive_beats_while_its_holder_waits_and_stops_once_handed_o
 
     assert Email.objects.values_list("heartbeat_at", flat=True).get(pk=email.pk) is None
     connection.close()
+
+
+def test_an_end_of_data_that_goes_while_the_sweep_judges_its_holder_is_never_queued_again(
+    user: User, settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    email, claim = claimed(user)
+    silent_for(email, settings.EMAIL_CLAIM_SILENT_SECONDS + 1)
+    judged = emails.claims._is_dead
+    went: list[bool] = []
+
+    def meanwhile_the_holder_sends_its_end(*args: object, **kwargs: object) -> bool:
+        # Alive after all: between the sweep's read and its hand-over, the end goes.
+        went.append(claim_body_going(claim, now=timezone.now()))
+        return judged(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(emails.claims, "_is_dead", meanwhile_the_holder_sends_its_end)
+    released = emails_release_dead(now=timezone.now())
+
+    assert went == [True]
+    assert (released.requeued, released.unconfirmed) == ([], [])
+    row = Email.objects.get(pk=email.pk)
+    assert row.status == "sending" and row.body_sent_at is not None
