@@ -191,6 +191,8 @@ NO_WORDS = {
     "emails_outgoingmail.from_email": "the app's sending address",
     "emails_outgoingmail.status": "where the mail is",
     "emails_outgoingmail.error": "the app's own words for why it failed",
+    "emails_outgoingmail.message_id": "the Message-ID made for it",
+    "emails_outgoingmail.claimed_by": "which process sends it",
     "emails_weeklyepisoderequest.week_key": "which week",
     "emails_weeklyepisoderequest.error": "the app's own words for why it failed",
     "memory_memory.tier": "a choice",

@@ -223,7 +223,7 @@ def test_the_export_holds_no_process_internals(user: User, model_server: ModelSe
 
     messages = [m for s in exported["chat_sessions"] for m in s["messages"]]
     assert messages
-    internals = {"claimed_by", "claimed_at", "attempt", "heartbeat_at", "claim_token", "summary_claimed_at"}
+    internals = {"claimed_by", "claimed_at", "attempt", "heartbeat_at", "claim_token", "summary_claimed_at", "attempts"}
     for row in [*messages, *exported["chat_sessions"], *exported["emails"]]:
         assert not internals & set(row), sorted(internals & set(row))
     assert all("prompt" not in key for s in exported["chat_sessions"] for key in s if key != "messages")
@@ -494,3 +494,22 @@ def test_an_undo_voided_by_deleting_all_brings_nothing_back(model_server: ModelS
         memory_undo_delete(user=User.objects.get(pk=person.pk), token=token)
 
     assert_forgotten(PHRASE, person, way=Way.UNDO_VOIDED, model_server=model_server)
+
+
+def test_a_recap_being_drafted_when_its_summary_is_forgotten_is_withdrawn_and_its_sender_loses_its_claim(
+    user: User,
+) -> None:
+    import uuid
+
+    past = make_session(user)
+    session_end(session=past)
+    session_summary_save(session=past, summary=f"You planned the week around the {PHRASE}.")
+    recap = make_email(user, kind=Email.Kind.SESSION_SUMMARY, period_key=f"session-{past.pk}")
+    Email.objects.filter(pk=recap.pk).update(
+        session=past, status=Email.Status.DRAFTING, claim_token=uuid.uuid4(), claimed_at=timezone.now()
+    )
+
+    assert summary_forget_by_person(user=user, session_id=past.pk)
+
+    recap.refresh_from_db()
+    assert (recap.status, recap.claim_token) == (Email.Status.SKIPPED, None)
