@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -23,6 +25,19 @@ PASSWORD = "correct horse battery staple"
 
 
 BROWSER_FIXTURES = frozenset({"page", "context", "browser", "new_context", "playwright"})
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Each run's temporary folders under a folder of its own, made for it, unless one is given.
+
+    The PostgreSQL a test starts runs as another user when the tests run as root, so the
+    folders above its data must let that user through; pytest makes its shared folder
+    (pytest-of-USER) its owner's alone again whenever any run starts, so a second suite
+    on the same machine would lock out the first one's servers mid-run. xdist's workers
+    are given the run's folder by the controller."""
+    if config.option.basetemp is None and not os.environ.get("PYTEST_XDIST_WORKER"):
+        config.option.basetemp = tempfile.mkdtemp(prefix="coach-tests-")
+        config.add_cleanup(lambda: shutil.rmtree(config.option.basetemp, ignore_errors=True))
 
 
 @pytest.hookimpl(trylast=True)
