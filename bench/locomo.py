@@ -79,6 +79,9 @@ def main() -> None:
     server = ModelServer(scripted=True).start()
     settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY = server.base_url, ""
     settings.EMBEDDING_MODEL, settings.LLM_MAX_RETRIES = minilm.MODEL_NAME, 0
+    # What reaches the coach is measured here, not how fast: a loaded machine embedding a
+    # batch slowly must not end the run at a turn's deadline.
+    settings.EMBEDDING_TIMEOUT_SECONDS = 300.0
     probe = Probe(look_back=look, embedding_requests=lambda: len(server.embedding_requests()))
     runs: list[Run] = []
     try:
