@@ -80,3 +80,21 @@ def test_the_link_check_catches_a_missing_file_and_a_missing_heading(tmp_path: P
         "missing.md",
         "page.md#nowhere",
     ]
+
+
+def test_every_test_security_md_names_exists_where_it_says() -> None:
+    """SECURITY.md makes no claim without a test: each one it names must be there to run."""
+    text = (REPO / "SECURITY.md").read_text()
+    cited = re.findall(r"(tests/[\w/]+\.py)::(test_\w+)", text)
+    bare = set(re.findall(r"`(test_\w+)`", text))
+    every_test = {
+        name for file in (REPO / "tests").rglob("test_*.py") for name in re.findall(r"def (test_\w+)", file.read_text())
+    }
+
+    assert len(cited) >= 40, "SECURITY.md names the test behind each claim"
+    assert [f"{path}::{name}" for path, name in cited if f"def {name}(" not in _text_of(REPO / path)] == []
+    assert sorted(bare - every_test) == []
+
+
+def _text_of(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
