@@ -447,7 +447,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_VISIBILITY_TIMEO
 COACH_MAX_TOOL_ROUNDS = env_int("COACH_MAX_TOOL_ROUNDS", default=4)
 COACH_MAX_MESSAGE_CHARS = env_int("COACH_MAX_MESSAGE_CHARS", default=4000)
 # The prompt is kept byte for byte between turns so a provider's prompt cache reads it
-# (coach/prompting.py); after a long gap the memory it quotes is likely stale.
+# (coach/prompting.py); after a long gap its "Today" and what it quotes may be out of date.
 COACH_PROMPT_GAP_HOURS = env_float("COACH_PROMPT_GAP_HOURS", default=6.0)
 COACH_HISTORY_BUDGET_TOKENS = env_int("COACH_HISTORY_BUDGET_TOKENS", default=6000)
 COACH_SESSION_IDLE_MINUTES = env_int("COACH_SESSION_IDLE_MINUTES", default=30)
