@@ -111,9 +111,8 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "coach.urls"
-# The largest request body taken in (a message of COACH_MAX_MESSAGE_CHARS, percent-encoded,
-# is far below it; the app takes no uploads). Past it the app answers 413 before reading
-# the body (coach/asgi.py), and Django itself never holds more.
+# A message of COACH_MAX_MESSAGE_CHARS, percent-encoded, is far below it and the app takes
+# no uploads; refused before the body is read (coach/asgi.py), so Django never holds more.
 REQUEST_BODY_MAX_BYTES = env_int("REQUEST_BODY_MAX_BYTES", default=512 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_BODY_MAX_BYTES
 WSGI_APPLICATION = "coach.wsgi.application"
@@ -408,17 +407,15 @@ EMBEDDING_BASE_URL = env_str("EMBEDDING_BASE_URL")
 EMBEDDING_API_KEY = env_str("EMBEDDING_API_KEY")
 LLM_TIMEOUT_SECONDS = env_float("LLM_TIMEOUT_SECONDS", default=30.0)
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", default=2)
-# An embeddings request's own deadline, retries included, well inside a chat turn's (checked
-# with it below): a memory save or search whose embedding is not back by then is a tool
-# result the model acts on, not a turn held until its deadline.
+# Well inside a chat turn's deadline (checked below): an embedding that does not come back
+# is a tool result the model acts on, not a turn held until its own deadline.
 EMBEDDING_TIMEOUT_SECONDS = env_float("EMBEDDING_TIMEOUT_SECONDS", default=10.0)
 
 # The longest a follow-up email's drafting takes: two drafts, each a completion and an
 # embedding, each tried 1 + LLM_MAX_RETRIES times.
 EMAIL_DRAFT_LONGEST_SECONDS = 4 * (1 + LLM_MAX_RETRIES) * LLM_TIMEOUT_SECONDS
-# The last resort: a claim this old is handed on even while its holder beats (one stuck for
-# good). Longer than any drafting and SMTP exchange the settings allow, so a slow but
-# living sender is never taken for dead.
+# Longer than any drafting and SMTP exchange the settings allow, so a slow but living
+# sender is never taken for dead.
 EMAIL_CLAIM_STALE_SECONDS = env_int(
     "EMAIL_CLAIM_STALE_SECONDS", default=int(EMAIL_DRAFT_LONGEST_SECONDS + EMAIL_SMTP_LONGEST_SECONDS) + 60
 )
@@ -428,11 +425,10 @@ if not EMAIL_CLAIM_STALE_SECONDS > EMAIL_DRAFT_LONGEST_SECONDS + EMAIL_SMTP_LONG
         f"({EMAIL_DRAFT_LONGEST_SECONDS + EMAIL_SMTP_LONGEST_SECONDS:.0f} s), or a slow send would be taken "
         "for a dead one."
     )
-# The broker's visibility timeout: a task not acknowledged within it is handed to another
-# worker. So it must outlast the longest task that is running fine, a follow-up email's
-# send, which EMAIL_CLAIM_STALE_SECONDS outlasts (a second delivery of a send task finds the
-# email claimed, and sends nothing, all the same). Retries wait a quarter of it at most;
-# nothing waits on a countdown beyond it.
+# It must outlast the longest task that is running fine, a follow-up email's send, which
+# EMAIL_CLAIM_STALE_SECONDS outlasts (a second delivery of a send task finds the email
+# claimed, and sends nothing, all the same). Retries wait a quarter of it at most; nothing
+# waits on a countdown beyond it.
 CELERY_VISIBILITY_TIMEOUT_SECONDS = env_int(
     "CELERY_VISIBILITY_TIMEOUT_SECONDS", default=max(3600, EMAIL_CLAIM_STALE_SECONDS + 300)
 )
