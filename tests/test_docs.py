@@ -98,3 +98,17 @@ def test_every_test_security_md_names_exists_where_it_says() -> None:
 
 def _text_of(path: Path) -> str:
     return path.read_text() if path.exists() else ""
+
+
+def test_no_document_keeps_a_table_of_settings() -> None:
+    """A setting is described in .env.example alone: a document may name one, never give it
+    a row of its own to describe it again."""
+    settings = set(re.findall(r"^([A-Z][A-Z0-9_]*)=", (REPO / ".env.example").read_text(), re.MULTILINE))
+    rows = [
+        f"{document.name}: {line}"
+        for document in DOCUMENTS
+        for line in document.read_text().splitlines()
+        if (match := re.match(r"\|\s*`([A-Z][A-Z0-9_]*)`", line)) and match.group(1) in settings
+    ]
+
+    assert rows == []
