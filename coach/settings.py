@@ -1,8 +1,8 @@
-"""Settings, all read from the environment (every variable is listed in .env.example).
+"""Settings, all read from the environment. What each variable means is said once, in
+.env.example; the comments here say why the code does what it does with it.
 
-Production is the default: DJANGO_DEBUG must be switched on explicitly, and a missing
-secret stops start-up with a message naming it. The run command writes development
-secrets to a git-ignored `.env` once, so a fresh machine needs no setup.
+Production is the default, so a deployment that forgets a variable fails closed: a missing
+secret stops start-up with a line naming it rather than running on a guessable default.
 """
 
 from __future__ import annotations
@@ -37,15 +37,12 @@ SECRET_KEY = env_secret(
     "DJANGO_SECRET_KEY",
     why="it signs sessions and tokens; make one with: python -c 'import secrets; print(secrets.token_urlsafe(50))'",
 )
-# Newest first: the first key encrypts, every key decrypts (so keys can be rotated).
 FIELD_ENCRYPTION_KEYS = env_fernet_keys(
     "FIELD_ENCRYPTION_KEYS",
     why="it encrypts memories and messages at rest; make a key with: "
     "python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'",
 )
 
-# Keys the lookup digests of encrypted values (a memory's key): HMAC-SHA256, see
-# infra/encryption.py. Changing it needs `manage.py rotate_encryption_keys` at once.
 FIELD_LOOKUP_KEY = env_secret(
     "FIELD_LOOKUP_KEY",
     why="it keys the digests by which encrypted memory keys are found; make one with: "
@@ -56,14 +53,13 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[:
 if not ALLOWED_HOSTS:
     raise ImproperlyConfigured("ALLOWED_HOSTS is not set: list the host names this app answers to, comma-separated.")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", default=[])
-# The public address of the app, for links in emails (verification, unsubscribe). In
-# development it follows the address the run command serves on (HOST and PORT).
+# In development the links in mail open where the run command serves, so a session cookie
+# set on that address is sent back (127.0.0.1 and localhost do not share cookies).
 dev_address = local_address(env_str("HOST", "127.0.0.1"), env_int("PORT", default=8000))
 SITE_URL = env_str("SITE_URL", dev_address if DEBUG else "").rstrip("/")
 if not SITE_URL:
     raise ImproperlyConfigured("SITE_URL is not set: the https address users reach the app at, for links in emails.")
-# The product's name as account emails give it: their subject, header and signature
-# (beside SITE_URL's domain, never the host a request happened to name).
+# Account mail names SITE_URL's domain and this, never the host a request happened to name.
 SITE_NAME = env_str("SITE_NAME", "Coach")
 
 INSTALLED_APPS = [
@@ -115,9 +111,8 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "coach.urls"
-# The largest request body taken in (a message of COACH_MAX_MESSAGE_CHARS, percent-encoded,
-# is far below it; the app takes no uploads). Past it the app answers 413 before reading
-# the body (coach/asgi.py), and Django itself never holds more.
+# A message of COACH_MAX_MESSAGE_CHARS, percent-encoded, is far below it and the app takes
+# no uploads; refused before the body is read (coach/asgi.py), so Django never holds more.
 REQUEST_BODY_MAX_BYTES = env_int("REQUEST_BODY_MAX_BYTES", default=512 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_BODY_MAX_BYTES
 WSGI_APPLICATION = "coach.wsgi.application"
@@ -139,7 +134,6 @@ TEMPLATES = [
     },
 ]
 
-# Services. The run and test commands start local ones where these are unset.
 DATABASE_URL = env_required(
     "DATABASE_URL", why="the run and test commands start a local PostgreSQL when it is unset; elsewhere set it."
 )
@@ -155,11 +149,10 @@ DATABASES["default"]["CONN_MAX_AGE"] = 0
 DATABASES["default"].setdefault("OPTIONS", {}).update(
     {
         "pool": {
-            # Connections kept open while idle, so a burst of requests need not wait for
-            # new ones to be made.
             "min_size": env_int("DATABASE_POOL_MIN_SIZE", default=1),
             "max_size": env_int("DATABASE_POOL_MAX_SIZE", default=20),
-            # A request that cannot get a connection this soon fails rather than hangs.
+            # A request that cannot get a connection fails, with a page that says so, rather
+            # than hangs.
             "timeout": env_float("DATABASE_POOL_TIMEOUT_SECONDS", default=10.0),
             # Each connection is checked as it is handed out, so after the database restarts
             # no request fails on one the server closed (CONN_HEALTH_CHECKS' check alone
@@ -240,7 +233,6 @@ ACCOUNT_RATE_LIMITS = {
     "change_password": "5/m/user",
 }
 
-# Mail: SMTP where EMAIL_HOST is set; in development without it, mail prints to the console.
 # Lower case: an EMAIL_HOST setting beside MAILERS is refused by Django 6.1.
 email_host = env_str("EMAIL_HOST")
 # A development mail catcher has no TLS; production must say which it wants, because a
@@ -365,29 +357,21 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     },
 }
 
-# Follow-up emails (DESIGN.md section 5). Any email goes out only between these local
-# hours (start <= hour < end, the person's own clock), and never in their quiet hours.
+# Follow-up emails (DESIGN.md section 5).
 EMAIL_SENDING_WINDOW_START = env_int("EMAIL_SENDING_WINDOW_START", default=9)
 EMAIL_SENDING_WINDOW_END = env_int("EMAIL_SENDING_WINDOW_END", default=20)
 if not 0 <= EMAIL_SENDING_WINDOW_START < EMAIL_SENDING_WINDOW_END <= 24:
     raise ImproperlyConfigured(
         "EMAIL_SENDING_WINDOW_START and EMAIL_SENDING_WINDOW_END are local hours, 0-23 then a later one up to 24."
     )
-# Cosine similarity above which a draft reads too like one of the last five emails: it is
-# redrafted once, then skipped.
 EMAIL_REPEAT_THRESHOLD = env_float("EMAIL_REPEAT_THRESHOLD", default=0.9)
-# Temporary failures (an SMTP 4xx, a dropped connection, a model outage) are retried this
-# many times, after a delay that starts here and doubles (capped far below the visibility
-# timeout); then the email is marked failed. Permanent ones (5xx) fail at once.
+# Each retry's delay is capped far below the visibility timeout, so no retry waits on a
+# countdown Redis would redeliver.
 EMAIL_SEND_MAX_RETRIES = env_int("EMAIL_SEND_MAX_RETRIES", default=5)
 EMAIL_RETRY_BACKOFF_SECONDS = env_float("EMAIL_RETRY_BACKOFF_SECONDS", default=60.0)
-# How long after its Sunday evening a person's week may still be written up as a weekly
-# episode: a write that failed, or a task that was lost, is asked for again until then.
 WEEKLY_EPISODE_DUE_DAYS = env_int("WEEKLY_EPISODE_DUE_DAYS", default=7)
-# How long the sender waits for each SMTP reply (RFC 5321 section 4.5.3.2): the greeting,
-# EHLO, STARTTLS, AUTH, MAIL and RCPT; DATA's 354; each block of the message sent; and the
-# reply to its end. Past the last, the email may have been delivered: it is recorded
-# sent-unconfirmed and never sent again. Account mail is sent by the same rule.
+# RFC 5321's waits, not a short socket timeout: past the end of the data the server may
+# already have accepted the mail, so giving up early would send it twice.
 EMAIL_SMTP_COMMAND_TIMEOUT_SECONDS = env_float("EMAIL_SMTP_COMMAND_TIMEOUT_SECONDS", default=300.0)
 EMAIL_SMTP_DATA_TIMEOUT_SECONDS = env_float("EMAIL_SMTP_DATA_TIMEOUT_SECONDS", default=120.0)
 EMAIL_SMTP_BLOCK_TIMEOUT_SECONDS = env_float("EMAIL_SMTP_BLOCK_TIMEOUT_SECONDS", default=180.0)
@@ -402,41 +386,36 @@ EMAIL_SMTP_LONGEST_SECONDS = (
     + EMAIL_SMTP_END_OF_DATA_TIMEOUT_SECONDS
     + 5
 )
-# A sender holding an email's (or account mail's) claim beats this often, from a thread of
-# its own, whatever it waits on; one not heard from for EMAIL_CLAIM_SILENT_SECONDS died, and
-# the dispatcher hands its mail on (a sender on this host whose process is gone, at once).
+# The heartbeat runs on a thread of its own, so a sender waiting on SMTP or the model still
+# beats; silence, not slowness, is what marks a dead one.
 EMAIL_CLAIM_HEARTBEAT_SECONDS = env_float("EMAIL_CLAIM_HEARTBEAT_SECONDS", default=2.0)
 EMAIL_CLAIM_SILENT_SECONDS = env_float("EMAIL_CLAIM_SILENT_SECONDS", default=10.0)
 if not 0 < EMAIL_CLAIM_HEARTBEAT_SECONDS * 2 < EMAIL_CLAIM_SILENT_SECONDS:
     raise ImproperlyConfigured("EMAIL_CLAIM_SILENT_SECONDS must be more than twice EMAIL_CLAIM_HEARTBEAT_SECONDS.")
 
-# The language model. Without OPENAI_API_KEY the app talks to its offline coach.
+# The language model (docs/model-servers.md).
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
-# Where the offline coach answers when there is no key (the run command starts it there).
 OFFLINE_COACH_URL = env_str("OFFLINE_COACH_URL", DEFAULT_OFFLINE_COACH_URL)
-# The run command's token for its offline coach: a server at OFFLINE_COACH_URL that cannot
-# prove it holds it is sent nothing (infra/offline_coach_identity.py). Unset: not checked.
+# Another program on the offline coach's port would be sent every prompt: the token is how
+# it proves it is this run's (infra/offline_coach_identity.py).
 OFFLINE_COACH_TOKEN = env_str("OFFLINE_COACH_TOKEN")
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL") or (None if OPENAI_API_KEY else OFFLINE_COACH_URL)
 COACH_MODEL = env_str("COACH_MODEL") or ("gpt-4.1-mini" if OPENAI_API_KEY else "offline-coach")
 EMBEDDING_MODEL = env_str("EMBEDDING_MODEL") or ("text-embedding-3-small" if OPENAI_API_KEY else "all-MiniLM-L6-v2")
-# Embeddings from a server of their own, for a chat server that serves none (vLLM and
-# llama-server serve one model each). Unset: the chat's server and key.
+# vLLM and llama-server serve one model each, so embeddings may need a server of their own.
 EMBEDDING_BASE_URL = env_str("EMBEDDING_BASE_URL")
 EMBEDDING_API_KEY = env_str("EMBEDDING_API_KEY")
 LLM_TIMEOUT_SECONDS = env_float("LLM_TIMEOUT_SECONDS", default=30.0)
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", default=2)
-# An embeddings request's own deadline, retries included, well inside a chat turn's (checked
-# with it below): a memory save or search whose embedding is not back by then is a tool
-# result the model acts on, not a turn held until its deadline.
+# Well inside a chat turn's deadline (checked below): an embedding that does not come back
+# is a tool result the model acts on, not a turn held until its own deadline.
 EMBEDDING_TIMEOUT_SECONDS = env_float("EMBEDDING_TIMEOUT_SECONDS", default=10.0)
 
 # The longest a follow-up email's drafting takes: two drafts, each a completion and an
 # embedding, each tried 1 + LLM_MAX_RETRIES times.
 EMAIL_DRAFT_LONGEST_SECONDS = 4 * (1 + LLM_MAX_RETRIES) * LLM_TIMEOUT_SECONDS
-# The last resort: a claim this old is handed on even while its holder beats (one stuck for
-# good). Longer than any drafting and SMTP exchange the settings allow, so a slow but
-# living sender is never taken for dead.
+# Longer than any drafting and SMTP exchange the settings allow, so a slow but living
+# sender is never taken for dead.
 EMAIL_CLAIM_STALE_SECONDS = env_int(
     "EMAIL_CLAIM_STALE_SECONDS", default=int(EMAIL_DRAFT_LONGEST_SECONDS + EMAIL_SMTP_LONGEST_SECONDS) + 60
 )
@@ -446,11 +425,10 @@ if not EMAIL_CLAIM_STALE_SECONDS > EMAIL_DRAFT_LONGEST_SECONDS + EMAIL_SMTP_LONG
         f"({EMAIL_DRAFT_LONGEST_SECONDS + EMAIL_SMTP_LONGEST_SECONDS:.0f} s), or a slow send would be taken "
         "for a dead one."
     )
-# The broker's visibility timeout: a task not acknowledged within it is handed to another
-# worker. So it must outlast the longest task that is running fine, a follow-up email's
-# send, which EMAIL_CLAIM_STALE_SECONDS outlasts (a second delivery of a send task finds the
-# email claimed, and sends nothing, all the same). Retries wait a quarter of it at most;
-# nothing waits on a countdown beyond it.
+# It must outlast the longest task that is running fine, a follow-up email's send, which
+# EMAIL_CLAIM_STALE_SECONDS outlasts (a second delivery of a send task finds the email
+# claimed, and sends nothing, all the same). Retries wait a quarter of it at most; nothing
+# waits on a countdown beyond it.
 CELERY_VISIBILITY_TIMEOUT_SECONDS = env_int(
     "CELERY_VISIBILITY_TIMEOUT_SECONDS", default=max(3600, EMAIL_CLAIM_STALE_SECONDS + 300)
 )
@@ -464,24 +442,17 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_VISIBILITY_TIMEO
 # The chat turn (DESIGN.md section 4).
 COACH_MAX_TOOL_ROUNDS = env_int("COACH_MAX_TOOL_ROUNDS", default=4)
 COACH_MAX_MESSAGE_CHARS = env_int("COACH_MAX_MESSAGE_CHARS", default=4000)
-# A conversation's prompt is assembled again when it resumes after this long (and on a new
-# day of the person's); in between its turns send it byte for byte (coach/prompting.py).
+# The prompt is kept byte for byte between turns so a provider's prompt cache reads it
+# (coach/prompting.py); after a long gap its "Today" and what it quotes may be out of date.
 COACH_PROMPT_GAP_HOURS = env_float("COACH_PROMPT_GAP_HOURS", default=6.0)
-# The conversation's own share of the prompt; its oldest turns go first.
 COACH_HISTORY_BUDGET_TOKENS = env_int("COACH_HISTORY_BUDGET_TOKENS", default=6000)
-# A session with no message for this long is ended and summarised.
 COACH_SESSION_IDLE_MINUTES = env_int("COACH_SESSION_IDLE_MINUTES", default=30)
-# The look-back (coach/look_back.py): the most past exchanges one search returns, and the
-# most (estimated) tokens the whole result may take; as many as fit are returned.
 COACH_LOOK_BACK_MAX_RESULTS = env_int("COACH_LOOK_BACK_MAX_RESULTS", default=20)
 COACH_LOOK_BACK_MAX_TOKENS = env_int("COACH_LOOK_BACK_MAX_TOKENS", default=1500)
-# The longest a turn may run, from its claim to its reply; past it, it ends failed and
-# retryable (the sweeper judges dead turns by it too).
+# Counted from the turn's claim, so the sweeper can judge dead turns by it too.
 COACH_TURN_DEADLINE_SECONDS = env_int("COACH_TURN_DEADLINE_SECONDS", default=120)
-# A running turn says it is alive this often; one not heard from for COACH_TURN_SILENT_SECONDS
-# lost its process and is failed, retryable, by the sweep each web process runs every
-# COACH_TURN_SWEEP_SECONDS (a web process also fails, as it starts, the turns its dead
-# predecessor on the same host held).
+# Silence more than twice the heartbeat, so one late beat on a busy machine is not taken
+# for a dead process (a web process also fails, as it starts, its dead predecessor's turns).
 COACH_TURN_HEARTBEAT_SECONDS = env_float("COACH_TURN_HEARTBEAT_SECONDS", default=2.0)
 COACH_TURN_SILENT_SECONDS = env_float("COACH_TURN_SILENT_SECONDS", default=8.0)
 COACH_TURN_SWEEP_SECONDS = env_float("COACH_TURN_SWEEP_SECONDS", default=2.0)
@@ -492,43 +463,33 @@ if not 0 < EMBEDDING_TIMEOUT_SECONDS * 4 <= COACH_TURN_DEADLINE_SECONDS:
         "EMBEDDING_TIMEOUT_SECONDS must be at most a quarter of COACH_TURN_DEADLINE_SECONDS: "
         "a turn may wait on a few memory tools, and must still answer within its deadline."
     )
-# The longest the model may take to start answering (its first words, or its first tool
-# call), each time it is asked within a turn; past it the turn ends failed and retryable.
 COACH_FIRST_WORDS_SECONDS = env_int("COACH_FIRST_WORDS_SECONDS", default=20)
-# On stopping, how long a web process waits for the replies it is writing to be saved
-# (the readers reconnect elsewhere); a turn still running then is handed back by the sweeper.
+# Readers reconnect elsewhere at once; a turn still running after the grace is failed,
+# retryable, by another process's sweep.
 SHUTDOWN_GRACE_SECONDS = env_int("SHUTDOWN_GRACE_SECONDS", default=30)
-# The most a model may write in one answer (max_tokens on every call).
 COACH_MAX_TOKENS = env_int("COACH_MAX_TOKENS", default=1500)
-# What one person may ask of the chat: turns answering at once, messages a minute,
-# conversations started a minute, and replies followed at once (open streams).
+# Counted in Redis, so the limits hold across every web process (coach/limits.py).
 COACH_MAX_TURNS_AT_ONCE = env_int("COACH_MAX_TURNS_AT_ONCE", default=2)
 COACH_MESSAGES_PER_MINUTE = env_int("COACH_MESSAGES_PER_MINUTE", default=10)
 COACH_SESSIONS_PER_MINUTE = env_int("COACH_SESSIONS_PER_MINUTE", default=3)
 COACH_MAX_OPEN_STREAMS = env_int("COACH_MAX_OPEN_STREAMS", default=12)
-# Imports ask the model to split a paste, and save in bulk: each, this many an hour a person.
+# An import calls the model and saves in bulk: the costliest thing one person can repeat.
 MEMORY_IMPORTS_PER_HOUR = env_int("MEMORY_IMPORTS_PER_HOUR", default=10)
-# Changes one person may make a minute on their pages, all kinds together (coach/change_limits.py).
 CHANGES_PER_MINUTE = env_int("CHANGES_PER_MINUTE", default=30)
 
 # Memory (DESIGN.md section 3). The ceilings are the eviction policy's; see memory/policy.py.
 MEMORY_MAX_STORED = env_int("MEMORY_MAX_STORED", default=60)
 MEMORY_MAX_EPISODES = env_int("MEMORY_MAX_EPISODES", default=14)
-# What the person writes may pass MEMORY_MAX_STORED (the coach then forgets its own notes to
-# make room), up to this many memories besides episodes: past it, their next is refused.
+# The person's own writes are never refused for the coach's ceiling, but a store without
+# end would be a way to fill the database.
 MEMORY_MAX_PER_PERSON = env_int("MEMORY_MAX_PER_PERSON", default=500)
 if MEMORY_MAX_PER_PERSON < MEMORY_MAX_STORED:
     raise ImproperlyConfigured("MEMORY_MAX_PER_PERSON must be at least MEMORY_MAX_STORED.")
 MEMORY_CONTENT_MAX_CHARS = env_int("MEMORY_CONTENT_MAX_CHARS", default=2000)
-# A save_memory is flagged as a near-copy of another memory, for the model to merge,
-# replace, skip or keep both, when the two are at least MEMORY_DEDUP_THRESHOLD close in
-# meaning (cosine similarity) and share a word, or at least MEMORY_DEDUP_FAR_THRESHOLD close
-# whatever their words (memory/near_copies.py). Both depend on the embedding model: run
-# `manage.py calibrate_dedup` after changing it. For all-MiniLM-L6-v2 on the shipped pairs,
-# 0.41 and 0.62 flag 87% of rewordings and none of 40 different facts on one theme (a trip
-# and an injury of one sport; two allergies; two talks); 0.8 and 0.95 for any other model
-# are a guess until calibrated.
-# The offline coach's bag of words (a test model) flags 80% of rewordings at 0.16 and 0.26.
+# Similarity cannot tell a reworded fact from a different one on the same topic, so the
+# thresholds are chosen per model by `manage.py calibrate_dedup` (memory/near_copies.py);
+# 0.8 and 0.95 for a model not listed here are a guess until calibrated. The bag of words
+# is the offline coach's test model.
 CALIBRATED_DEDUP_THRESHOLDS = {"all-MiniLM-L6-v2": 0.41, "bag-of-words": 0.16}
 CALIBRATED_DEDUP_FAR_THRESHOLDS = {"all-MiniLM-L6-v2": 0.62, "bag-of-words": 0.26}
 MEMORY_DEDUP_THRESHOLD = env_float(
@@ -538,20 +499,15 @@ MEMORY_DEDUP_FAR_THRESHOLD = env_float(
     "MEMORY_DEDUP_FAR_THRESHOLD", default=CALIBRATED_DEDUP_FAR_THRESHOLDS.get(EMBEDDING_MODEL, 0.95)
 )
 MEMORY_MAX_WRITES_PER_TURN = env_int("MEMORY_MAX_WRITES_PER_TURN", default=10)
-# Searches and recalls the coach may make in one chat turn, its look-back's included.
 MEMORY_MAX_READS_PER_TURN = env_int("MEMORY_MAX_READS_PER_TURN", default=10)
 MEMORY_SEARCH_LIMIT = env_int("MEMORY_SEARCH_LIMIT", default=8)
-# The memory part of the system prompt, in (estimated) tokens.
+# Checked at start-up to hold a full store's index (memory/apps.py).
 MEMORY_CONTEXT_BUDGET_TOKENS = env_int("MEMORY_CONTEXT_BUDGET_TOKENS", default=6000)
-# How long before its due date a prospective memory is raised ("a talk in June": in May).
 MEMORY_PROSPECTIVE_LEAD_DAYS = env_int("MEMORY_PROSPECTIVE_LEAD_DAYS", default=30)
-# How long evicted memories stay restorable on the memory page; after it, their text goes
-# from the history too.
 MEMORY_FORGOTTEN_DAYS = env_int("MEMORY_FORGOTTEN_DAYS", default=30)
-# The most history events kept per person (older ones go once past the restore window).
 MEMORY_HISTORY_MAX_EVENTS = env_int("MEMORY_HISTORY_MAX_EVENTS", default=1000)
-# How long a person may undo deleting a memory. The undo is held by their page, never by
-# the server (memory/undo.py): past this, the deletion is for good.
+# The undo is a token the page holds (memory/undo.py), so the server keeps nothing of a
+# deleted memory while it runs.
 MEMORY_UNDO_SECONDS = env_int("MEMORY_UNDO_SECONDS", default=600)
 
 # Content-Security-Policy: our own origin plus a fresh nonce per response; nothing inline

@@ -15,12 +15,12 @@ from playwright.sync_api import Page, Playwright, sync_playwright
 from accounts.models import User
 from infra import llm
 from offline_coach import ModelServer
+from tests.chromium import CHROMIUM_ARGS, CHROMIUM_PATH
 from tests.emails.smtp_sink import SmtpSink
 
 if TYPE_CHECKING:
     from celery.worker import WorkController
 
-CHROMIUM_PATH = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 PASSWORD = "correct horse battery staple"
 
 
@@ -188,17 +188,7 @@ def browser_type_launch_args(browser_type_launch_args: dict) -> dict:
     return {
         **browser_type_launch_args,
         "executable_path": CHROMIUM_PATH,
-        "args": [
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            # Without these Chromium keeps dialling out to a network it cannot reach.
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-        ],
+        "args": CHROMIUM_ARGS,
     }
 
 

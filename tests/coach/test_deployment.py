@@ -104,32 +104,6 @@ def test_secrets_have_no_default_in_compose() -> None:
     assert environment["FIELD_ENCRYPTION_KEYS"].startswith("${FIELD_ENCRYPTION_KEYS:?")
 
 
-def test_every_variable_the_settings_read_is_documented_in_env_example() -> None:
-    documented = {
-        line.split("=", 1)[0]
-        for line in (REPO / ".env.example").read_text().splitlines()
-        if line and not line.startswith("#")
-    }
-    settings_source = (REPO / "coach" / "settings.py").read_text()
-    import re
-
-    read = set(re.findall(r'env_(?:str|bool|int|float|list|required)\(\s*"([A-Z_]+)"', settings_source))
-
-    assert read, "the settings read no variables?"
-    assert read - documented == set()
-
-
-def test_every_variable_in_env_example_is_in_the_readme() -> None:
-    readme = (REPO / "README.md").read_text()
-    documented = {
-        line.split("=", 1)[0]
-        for line in (REPO / ".env.example").read_text().splitlines()
-        if line and not line.startswith("#")
-    }
-
-    assert {name for name in documented if f"`{name}`" not in readme} == set()
-
-
 def test_without_a_key_the_app_talks_to_the_offline_coach_service() -> None:
     services = compose()["services"]
 
