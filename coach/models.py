@@ -146,6 +146,9 @@ class Message(models.Model):
         ]
         indexes = [
             models.Index(fields=["session", "created_at"]),
+            # A conversation's messages in the order they were written: its history for a
+            # turn, and its page, read newest first without reading the rest.
+            models.Index(fields=["session", "id"], name="message_in_order"),
             # The few messages waiting for, or getting, a reply: what the sweeper and the
             # per-person limit on turns at once look for, among all messages ever sent.
             models.Index(

@@ -30,9 +30,13 @@
     if (button) button.disabled = busy;
   }
 
+  // While earlier messages load above the ones shown: how far the view was from the end,
+  // so what the person reads stays where it is.
+  let keptFromEnd = null;
+
   function scrollToEnd() {
     const list = document.getElementById("messages");
-    if (list) list.scrollTop = list.scrollHeight;
+    if (list && keptFromEnd === null) list.scrollTop = list.scrollHeight;
   }
 
   function newClientId() {
@@ -336,6 +340,16 @@
   });
 
   document.addEventListener("htmx:load", (event) => onLoad(event.detail.elt));
+
+  document.addEventListener("htmx:beforeSwap", (event) => {
+    const list = document.getElementById("messages");
+    if (list && event.detail.target.matches?.(".earlier")) keptFromEnd = list.scrollHeight - list.scrollTop;
+  });
+  document.addEventListener("htmx:afterSettle", () => {
+    const list = document.getElementById("messages");
+    if (list && keptFromEnd !== null) list.scrollTo({ top: list.scrollHeight - keptFromEnd, behavior: "instant" });
+    keptFromEnd = null;
+  });
 
   document.addEventListener("click", (event) => {
     // A Stop says so at once; the reply ends within a moment, with what was written kept.
