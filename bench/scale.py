@@ -8,8 +8,9 @@ and prints, measured at both sizes in the same run:
 
 - each statement of a turn (a message posted, its reply streamed, as the browser takes
   them, in this process) and of the conversation and memory pages: its p50 time and the
-  shape of its plan (each table it reads, by which index; a whole read of a table that
-  grows with people is marked), with the ratio of the two sizes (target: at most 1.5x);
+  shape of its plan as the database runs it (each table it reads, by which index, how many
+  rows; a whole read of a table that grows with people is marked: bench/plans.py), with
+  the ratio of the two sizes (target: at most 1.5x);
 - each periodic job (Celery beat's, and the sweep every web process runs) when it has
   nothing to do: p50 time, statements, and whole reads (target: at most 1.5x);
 - the conversation page's size and time at 10 and 200 exchanges (target: at most 1.5x);
@@ -49,7 +50,7 @@ from django.utils.module_loading import import_string  # noqa: E402
 
 from accounts.models import User  # noqa: E402
 from bench.chat_people import REPLY, one_turn  # noqa: E402
-from bench.plans import Scan, explainable, explained, growing_tables, scans  # noqa: E402
+from bench.plans import Scan, explainable, growing_tables, reads  # noqa: E402
 from bench.scale_http import chatters, cpu_against_floor, first_words  # noqa: E402
 from bench.scale_world import people_add, rows_per_table, settled, year_copy, year_write  # noqa: E402
 from bench.statement_log import Statement, StatementLog, label  # noqa: E402
@@ -155,9 +156,11 @@ def _measure(
 
 
 def _shape(statement: Statement) -> list[Scan]:
+    """The tables the statement reads, and how much of each, as the database runs it at
+    this size (undone: bench/plans.py)."""
     if not explainable(statement.sql):
         return []
-    return scans(explained(statement.sql, statement.parameters))
+    return reads(statement.sql, statement.parameters, priced_out=False)
 
 
 def _jobs(log: StatementLog, runs: int) -> dict[str, dict[str, Any]]:

@@ -51,28 +51,36 @@ class StatementLog:
 
     def __init__(self) -> None:
         self.statements: dict[tuple[str, str], Statement] = {}
-        self._on = False
         self._lock = threading.Lock()
-        original = db_utils.CursorWrapper.execute
+
+    @contextmanager
+    def recording(self) -> Iterator[None]:
+        """Every statement made meanwhile, in any thread, is recorded."""
+        original, original_many = db_utils.CursorWrapper.execute, db_utils.CursorWrapper.executemany
 
         def execute(cursor: db_utils.CursorWrapper, sql: str, params: Any = None) -> Any:
-            if not self._on:
-                return original(cursor, sql, params)
             started = time.perf_counter()
             try:
                 return original(cursor, sql, params)
             finally:
                 self._add(sql, params, (time.perf_counter() - started) * 1000)
 
-        db_utils.CursorWrapper.execute = execute  # type: ignore[method-assign]
+        def executemany(cursor: db_utils.CursorWrapper, sql: str, param_list: Any) -> Any:
+            listed = list(param_list)
+            started = time.perf_counter()
+            try:
+                return original_many(cursor, sql, listed)
+            finally:
+                # Explained with the first row's values: each row is the same statement.
+                self._add(sql, listed[0] if listed else None, (time.perf_counter() - started) * 1000)
 
-    @contextmanager
-    def recording(self) -> Iterator[None]:
-        self._on = True
+        db_utils.CursorWrapper.execute = execute  # type: ignore[method-assign]
+        db_utils.CursorWrapper.executemany = executemany  # type: ignore[method-assign]
         try:
             yield
         finally:
-            self._on = False
+            db_utils.CursorWrapper.execute = original  # type: ignore[method-assign]
+            db_utils.CursorWrapper.executemany = original_many  # type: ignore[method-assign]
 
     def clear(self) -> None:
         with self._lock:
