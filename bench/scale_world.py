@@ -32,6 +32,7 @@ from accounts.models import User
 from coach.exchange_index import exchange_text, exchange_words
 from coach.models import ChatSession, ConversationEmbedding, LookBack, Message
 from emails.models import Email, EmailPreference, WeeklyEpisodeRequest
+from emails.schedule import MIN_GAP
 from infra.hashed_words import hashed_words
 from memory.models import Memory, MemoryEvent
 from offline_coach import bag_of_words_embedding
@@ -113,7 +114,9 @@ def _year_of(user: User, *, now: datetime, writer: Writer) -> None:
     memories = _memories(user, now=now, writer=writer, said=said)
     _history(user, memories, now=now, writer=writer)
     _emails(user, memories, now=now, writer=writer)
-    EmailPreference.objects.create(user=user, frequency=EmailPreference.Frequency.WEEKLY)
+    # Nudged yesterday: the next is due when the week's gap is over.
+    next_nudge = now - timedelta(days=1) + MIN_GAP[EmailPreference.Frequency.WEEKLY]
+    EmailPreference.objects.create(user=user, frequency=EmailPreference.Frequency.WEEKLY, nudge_due_at=next_nudge)
     weeks = {_week_key(session.last_message_at.astimezone(zone)) for session in sessions}
     WeeklyEpisodeRequest.objects.bulk_create(
         WeeklyEpisodeRequest(user=user, week_key=week, created_at=now, attempts=1, next_ask_at=now, done_at=now)
@@ -140,6 +143,7 @@ def _conversations(user: User, *, now: datetime, writer: Writer) -> tuple[list[C
                 last_message_at=last,
                 ended_at=last + timedelta(minutes=40),
                 summarised_at=last + timedelta(minutes=41),
+                summary_indexed=True,
                 prompt_builds=1,
             )
         )
@@ -161,6 +165,7 @@ def _conversations(user: User, *, now: datetime, writer: Writer) -> tuple[list[C
                     claimed_at=at,
                     claimed_by="bench:1:year",
                     heartbeat_at=at,
+                    indexed=True,
                 )
             )
     said = Message.objects.bulk_create(said)
@@ -270,6 +275,8 @@ def _memories(user: User, *, now: datetime, writer: Writer, said: list[Message])
 
 
 def _history(user: User, memories: list[Memory], *, now: datetime, writer: Writer) -> None:
+    # A history holds what happened: nothing after the hour before now.
+    latest = now - timedelta(hours=1)
     events = []
     for n, memory in enumerate(memories):
         events.append(
@@ -280,7 +287,7 @@ def _history(user: User, memories: list[Memory], *, now: datetime, writer: Write
                 actor="coach" if memory.source == "coach" else "user",
                 action=MemoryEvent.Action.CREATED,
                 after=memory.snapshot(),
-                created_at=memory.created_at,
+                created_at=min(memory.created_at, latest),
             )
         )
         if n % 3 == 0:
@@ -294,7 +301,7 @@ def _history(user: User, memories: list[Memory], *, now: datetime, writer: Write
                     before=memory.snapshot(),
                     after=memory.snapshot(),
                     reason=writer.sentence(6),
-                    created_at=memory.created_at + timedelta(days=3),
+                    created_at=min(memory.created_at + timedelta(days=3), latest),
                 )
             )
     # Notes the eviction policy forgot: ids no row holds any more. Past the restore window
@@ -357,6 +364,7 @@ def _emails(user: User, memories: list[Memory], *, now: datetime, writer: Writer
         if memory.status in ("open", "done") and memory.due_at is not None and memory.due_at < lead:
             asked = memory.due_at - timedelta(days=20)
             rows.append(sent(Email.Kind.CHECK_IN, f"memory-{memory.pk}", asked, memory))
+            Memory.objects.filter(pk=memory.pk).update(asked_at=asked)
     Email.objects.bulk_create(rows)
 
 
