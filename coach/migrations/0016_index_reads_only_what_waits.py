@@ -24,7 +24,7 @@ class Migration(migrations.Migration):
     atomic = False
 
     dependencies = [
-        ("coach", "0014_history_read_in_order"),
+        ("coach", "0015_history_read_in_order"),
     ]
 
     operations = [

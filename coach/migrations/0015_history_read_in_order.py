@@ -7,7 +7,7 @@ class Migration(migrations.Migration):
     atomic = False
 
     dependencies = [
-        ("coach", "0013_month_dates_and_stage_at_notes"),
+        ("coach", "0014_earlier_answers"),
     ]
 
     operations = [

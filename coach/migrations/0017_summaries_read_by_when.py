@@ -7,7 +7,7 @@ class Migration(migrations.Migration):
     atomic = False
 
     dependencies = [
-        ("coach", "0015_index_reads_only_what_waits"),
+        ("coach", "0016_index_reads_only_what_waits"),
     ]
 
     operations = [

@@ -18,7 +18,7 @@ class Migration(migrations.Migration):
     atomic = False
 
     dependencies = [
-        ("emails", "0007_weekly_episodes_due_until_written"),
+        ("emails", "0008_claims_beat_and_account_mail_sent_once"),
         ("memory", "0014_intentions_asked_about"),
     ]
 
