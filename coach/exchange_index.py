@@ -260,13 +260,16 @@ def _embedded(batch: list[_Pending], *, user_id: int, kind: str, model: str) -> 
 
 
 def _taken_up(batch: list[_Pending], *, kind: str) -> None:
-    """The batch waits no longer: embedded, or with nothing to embed (an empty summary). A
-    summary rewritten meanwhile (its conversation went on, and was summarised again) still
-    waits, for its new text."""
-    if kind == Kind.EXCHANGE:
-        Message.objects.filter(pk__in=[item.message_id for item in batch]).update(indexed=True)
-        return
+    """The batch waits no longer: embedded, or with nothing to embed (an empty summary). An
+    exchange answered anew meanwhile, or a summary rewritten (its conversation went on, and
+    was summarised again), still waits, for its new text."""
     as_read = Q()
+    if kind == Kind.EXCHANGE:
+        # As answered when read: one answered anew meanwhile waits, for its new words.
+        for item in batch:
+            as_read |= Q(pk=item.message_id, attempt=item.attempt)
+        Message.objects.filter(as_read).update(indexed=True)
+        return
     for item in batch:
         as_read |= Q(pk=item.session_id, summarised_at=item.text_at)
     ChatSession.objects.filter(as_read).update(summary_indexed=True)

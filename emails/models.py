@@ -242,7 +242,16 @@ class OutgoingMail(models.Model):
     body_sent_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        indexes = [models.Index(fields=["send_after"], condition=models.Q(status="queued"), name="outgoing_mail_due")]
+        indexes = [
+            models.Index(fields=["send_after"], condition=models.Q(status="queued"), name="outgoing_mail_due"),
+            # The mail held by a sender, as the sweep for dead senders reads it (emails/claims.py's
+            # HOLDING, named as that read names it): none of what was sent or failed long ago.
+            models.Index(
+                fields=["claimed_at"],
+                condition=models.Q(status__in=["drafting", "sending"]),
+                name="outgoing_mail_held",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"outgoing mail {self.pk} ({self.status})"

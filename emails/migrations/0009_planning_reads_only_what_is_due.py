@@ -41,4 +41,10 @@ class Migration(migrations.Migration):
                 condition=models.Q(done_at__isnull=True), fields=["next_ask_at"], name="episode_week_undone"
             ),
         ),
+        AddIndexConcurrently(
+            model_name="outgoingmail",
+            index=models.Index(
+                condition=models.Q(status__in=["drafting", "sending"]), fields=["claimed_at"], name="outgoing_mail_held"
+            ),
+        ),
     ]

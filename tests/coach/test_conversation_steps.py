@@ -36,7 +36,9 @@ def said(session: ChatSession, number: int) -> Message:
 
 
 def said_on(html: str) -> list[int]:
-    return [int(n) for n in re.findall(r"Message number (\d+)", html)]
+    """The person's messages the page shows, in order (the last one is also in the box
+    that edits it)."""
+    return list(dict.fromkeys(int(n) for n in re.findall(r"Message number (\d+)", html)))
 
 
 def signed_in(user: User) -> Client:
