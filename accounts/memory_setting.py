@@ -12,6 +12,7 @@ from __future__ import annotations
 from django import forms
 
 from accounts.models import User
+from emails.preferences import nudges_reconsider
 
 ON, OFF = "on", "off"
 
@@ -37,4 +38,7 @@ def user_memory_set(*, user: User, enabled: bool) -> bool:
     touched either way. Whether it changed."""
     changed = User.objects.filter(pk=user.pk).exclude(memory_enabled=enabled).update(memory_enabled=enabled)
     user.memory_enabled = enabled
+    if changed and enabled:
+        # Nudges draw on memory, so none came while it was off.
+        nudges_reconsider(user=user)
     return changed == 1

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from accounts.models import User
 from accounts.time_zones import canonical_zone
-from emails.preferences import email_frequency_choose
+from emails.preferences import email_frequency_choose, nudges_reconsider
 from infra import llm
 from memory.drafts import MemoryDraft
 from memory.embeddings import memory_text
@@ -175,6 +175,7 @@ def user_time_zone_set(*, user: User, time_zone: str) -> bool:
         return False
     User.objects.filter(pk=user.pk).update(time_zone=zone)
     user.time_zone = zone
+    nudges_reconsider(user=user)
     return True
 
 

@@ -209,6 +209,7 @@ NO_WORDS = {
     "memory_privatetextviewing.what": "which kind of record staff opened (never its text)",
     "memory_privatetextviewing.reason": "the staff member's own reason",
     "memory_privatetextviewing.viewer_email": "the staff member's address",
+    "memory_readuntil.reader": "the name of a periodic job",
 }
 
 

@@ -8,7 +8,10 @@ false, "requests": [{"method": "GET", "path": "...", "headers": {...}, "body": "
 For each, the result is [seconds to the first line matching `first_words` (the first
 words, not an empty opening event), seconds to the end, whether it ended well (a done
 event)]; with `hang_up_at_first_words`, a reader leaves once it has them, as a reload
-would. Its own process, so the benchmark's other threads (the model server) do not share
+would. A request with `then: {"path": "<regex>", "headers": {...}}` is answered first
+(a message posted), and the stream followed is the path the regex's group finds in that
+answer, asked for with those headers, timed from the first request, as a browser meets it.
+Its own process, so the benchmark's other threads (the model server) do not share
 its interpreter lock and skew what it measures.
 """
 
@@ -29,11 +32,13 @@ async def follow(
 ) -> tuple[float, float, bool]:
     await asyncio.sleep(delay)
     began = time.perf_counter()
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    body = request.get("body", "").encode()
-    headers = {"Host": "127.0.0.1", "Content-Length": str(len(body)), **request.get("headers", {})}
-    head = f"{request['method']} {request['path']} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-    writer.write(head.encode() + b"\r\n" + body)
+    if "then" in request:
+        answer = await answered(port, request)
+        found = re.search(request["then"]["path"].encode(), answer)
+        if found is None:
+            return float("inf"), time.perf_counter() - began, False
+        request = {"method": "GET", "path": found.group(1).decode(), "headers": request["then"]["headers"]}
+    reader, writer = await sent(port, request)
     first, ended = None, False
     while line := await reader.readline():
         if first is None and first_words.search(line):
@@ -48,6 +53,28 @@ async def follow(
             break
     writer.close()
     return (first if first is not None else float("inf")), time.perf_counter() - began, ended
+
+
+async def sent(port: int, request: dict) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    body = request.get("body", "").encode()
+    headers = {"Host": "127.0.0.1", "Content-Length": str(len(body)), **request.get("headers", {})}
+    head = f"{request['method']} {request['path']} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    writer.write(head.encode() + b"\r\n" + body)
+    return reader, writer
+
+
+async def answered(port: int, request: dict) -> bytes:
+    """The body of a response that says its length."""
+    reader, writer = await sent(port, {**request, "headers": {**request.get("headers", {}), "Connection": "close"}})
+    length = 0
+    while (line := await reader.readline()) not in (b"\r\n", b""):
+        name, _, value = line.decode("latin-1").partition(":")
+        if name.strip().lower() == "content-length":
+            length = int(value)
+    body = await reader.readexactly(length)
+    writer.close()
+    return body
 
 
 async def follow_all(plan: dict) -> list[tuple[float, float, bool]]:

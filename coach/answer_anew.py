@@ -30,6 +30,7 @@ import logging
 from datetime import datetime
 
 from django.db import transaction
+from django.db.models import Exists
 from django.utils import timezone
 from redis import RedisError
 
@@ -190,6 +191,11 @@ def _asked_anew(session: ChatSession, message: Message, *, now: datetime) -> Non
     ConversationEmbedding.objects.filter(
         kind=ConversationEmbedding.Kind.EXCHANGE, message_id=message.pk, embedding__isnull=False
     ).delete()
+    # Its new words wait for the look-back's index, unless its exchange is kept out for good.
+    kept_out = ConversationEmbedding.objects.filter(
+        kind=ConversationEmbedding.Kind.EXCHANGE, message_id=message.pk, embedding__isnull=True
+    )
+    Message.objects.filter(pk=message.pk, session__remembered=True).exclude(Exists(kept_out)).update(indexed=False)
     LookBack.objects.filter(message_id=message.pk).delete()
     # Idle conversations end after a while with no message: this is one.
     ChatSession.objects.filter(pk=session.pk).update(last_message_at=now, updated_at=now)

@@ -23,7 +23,7 @@ from datetime import datetime
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from coach.models import ChatSession, ConversationEmbedding, Message
@@ -94,16 +94,15 @@ def exchanges_index(*, user_id: int, batch_size: int = EMBED_BATCH_SIZE) -> int:
 
 def exchanges_index_everyone() -> int:
     """exchanges_index for everyone with memory on who has something left to embed (the
-    hourly job). Nothing to do costs one query. LLMError as exchanges_index."""
+    hourly job). Each statement reads only what waits, through an index, so nothing to do
+    costs the same whatever the number of people. LLMError as exchanges_index."""
     model = settings.EMBEDDING_MODEL
-    waiting = (
-        get_user_model()
-        .objects.filter(memory_enabled=True)
-        .filter(
-            Exists(_exchanges_waiting(model).filter(session__user_id=OuterRef("pk")))
-            | Exists(_summaries_waiting(model).filter(user_id=OuterRef("pk")))
-        )
-    )
+    people = {
+        *Message.objects.filter(_WAITING).values_list("session__user_id", flat=True).distinct(),
+        *ChatSession.objects.filter(_SUMMARY_WAITING).values_list("user_id", flat=True).distinct(),
+        *_of_another_model(model).values_list("user_id", flat=True).distinct(),
+    }
+    waiting = get_user_model().objects.filter(pk__in=people, memory_enabled=True).order_by("pk")
     return sum(exchanges_index(user_id=user_id) for user_id in waiting.values_list("pk", flat=True))
 
 
@@ -127,32 +126,49 @@ def exchange_keep_out(*, user_id: int, message_id: int) -> bool:
         ],
         ignore_conflicts=True,
     )
+    Message.objects.filter(pk=message_id).update(indexed=True)
     return True
 
 
-def _exchanges_waiting(model: str) -> QuerySet[Message]:
-    """The person's answered messages in remembered conversations without an embedding by
-    `model`, but those kept out of the look-back."""
-    rows = ConversationEmbedding.objects.filter(kind=Kind.EXCHANGE, message_id=OuterRef("pk"))
-    return (
-        Message.objects.filter(role=Message.Role.USER, status=Message.Status.ANSWERED, session__remembered=True)
-        .exclude(Exists(rows.filter(embedding_model=model)))
-        .exclude(Exists(rows.filter(embedding__isnull=True)))
+# An answered message of the person's whose exchange the index has not taken up yet, and a
+# summary likewise (each flag is cleared as its row is written): partial indexes hold
+# exactly these.
+_WAITING = Q(role=Message.Role.USER, status=Message.Status.ANSWERED, indexed=False)
+_SUMMARY_WAITING = Q(summarised_at__isnull=False, remembered=True, summary_indexed=False)
+
+
+def _of_another_model(model: str) -> QuerySet[ConversationEmbedding]:
+    """Rows embedded by another model than `model` (it changed): a range either side of it,
+    which an index finds among everyone's; kept-out rows (no embedding) are none of them."""
+    return ConversationEmbedding.objects.filter(embedding__isnull=False).filter(
+        Q(embedding_model__lt=model) | Q(embedding_model__gt=model)
     )
 
 
-def _summaries_waiting(model: str) -> QuerySet[ChatSession]:
-    """Summarised, remembered conversations whose summary as it stands is not embedded by `model`."""
-    embedded = ConversationEmbedding.objects.filter(
-        kind=Kind.SUMMARY, session_id=OuterRef("pk"), embedding_model=model, text_at=OuterRef("summarised_at")
+def _exchanges_waiting(user_id: int, model: str) -> QuerySet[Message]:
+    """The person's answered messages in remembered conversations not yet indexed, or
+    indexed by another model than `model`."""
+    again = _of_another_model(model).filter(user_id=user_id, kind=Kind.EXCHANGE).values("message_id")
+    return Message.objects.filter(
+        Q(_WAITING) | Q(pk__in=again, role=Message.Role.USER, status=Message.Status.ANSWERED),
+        session__user_id=user_id,
+        session__remembered=True,
     )
-    return ChatSession.objects.filter(remembered=True, summarised_at__isnull=False).exclude(Exists(embedded))
+
+
+def _summaries_waiting(user_id: int, model: str) -> QuerySet[ChatSession]:
+    """The person's summarised, remembered conversations whose summary as it stands is not
+    indexed yet, or indexed by another model than `model`."""
+    again = _of_another_model(model).filter(user_id=user_id, kind=Kind.SUMMARY).values("session_id")
+    return ChatSession.objects.filter(
+        Q(_SUMMARY_WAITING) | Q(pk__in=again), user_id=user_id, remembered=True, summarised_at__isnull=False
+    )
 
 
 def _exchanges_after(user_id: int, model: str, after_pk: int, limit: int) -> list[_Pending]:
     messages = list(
-        _exchanges_waiting(model)
-        .filter(session__user_id=user_id, pk__gt=after_pk)
+        _exchanges_waiting(user_id, model)
+        .filter(pk__gt=after_pk)
         .order_by("pk")
         .only("pk", "session_id", "content", "attempt")[:limit]
     )
@@ -183,8 +199,8 @@ def _exchanges_after(user_id: int, model: str, after_pk: int, limit: int) -> lis
 
 def _summaries_after(user_id: int, model: str, after_pk: int, limit: int) -> list[_Pending]:
     sessions = list(
-        _summaries_waiting(model)
-        .filter(user_id=user_id, pk__gt=after_pk)
+        _summaries_waiting(user_id, model)
+        .filter(pk__gt=after_pk)
         .order_by("pk")
         .only("pk", "summary", "summarised_at")[:limit]
     )
@@ -196,6 +212,7 @@ def _summaries_after(user_id: int, model: str, after_pk: int, limit: int) -> lis
 def _embedded(batch: list[_Pending], *, user_id: int, kind: str, model: str) -> int:
     texts = [item for item in batch if item.text.strip()]
     if not texts:
+        _taken_up(batch, kind=kind)
         return 0
     vectors = llm.embed([item.text for item in texts])
     now = timezone.now()
@@ -238,7 +255,24 @@ def _embedded(batch: list[_Pending], *, user_id: int, kind: str, model: str) -> 
             ],
             ignore_conflicts=True,
         )
+        _taken_up(batch, kind=kind)
     return len(created)
+
+
+def _taken_up(batch: list[_Pending], *, kind: str) -> None:
+    """The batch waits no longer: embedded, or with nothing to embed (an empty summary). An
+    exchange answered anew meanwhile, or a summary rewritten (its conversation went on, and
+    was summarised again), still waits, for its new text."""
+    as_read = Q()
+    if kind == Kind.EXCHANGE:
+        # As answered when read: one answered anew meanwhile waits, for its new words.
+        for item in batch:
+            as_read |= Q(pk=item.message_id, attempt=item.attempt)
+        Message.objects.filter(as_read).update(indexed=True)
+        return
+    for item in batch:
+        as_read |= Q(pk=item.session_id, summarised_at=item.text_at)
+    ChatSession.objects.filter(as_read).update(summary_indexed=True)
 
 
 def exchange_words_rehash(*, batch_size: int = EMBED_BATCH_SIZE) -> int:

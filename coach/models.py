@@ -60,6 +60,9 @@ class ChatSession(models.Model):
     # The history sent starts at this message: it moves on by a quarter of the history's
     # budget at a time, so the prefix holds between the steps.
     history_from_id = models.BigIntegerField(null=True, blank=True)
+    # Whether its summary, as it stands, was taken up by the look-back's index (embedded, or
+    # found empty): what the hourly indexing reads is only the summaries still waiting.
+    summary_indexed = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         indexes = [
@@ -69,6 +72,15 @@ class ChatSession(models.Model):
                 fields=["ended_at"],
                 condition=models.Q(ended_at__isnull=False, summarised_at__isnull=True, remembered=True),
                 name="session_awaiting_summary",
+            ),
+            models.Index(
+                fields=["user"],
+                condition=models.Q(summarised_at__isnull=False, remembered=True, summary_indexed=False),
+                name="session_summary_to_index",
+            ),
+            # What the emails' planners read each tick: the conversations summarised lately.
+            models.Index(
+                fields=["summarised_at"], condition=models.Q(summarised_at__isnull=False), name="session_summarised"
             ),
         ]
 
@@ -142,6 +154,10 @@ class Message(models.Model):
     # message). Nothing the coach keeps or makes of the conversation reads it: no summary,
     # recap, weekly episode or look-back, even once memory is back on.
     said_with_memory_off = models.BooleanField(default=False, db_default=False)
+    # For a person's answered message: whether the look-back's index took its exchange up
+    # (embedded, kept out for good, or in a conversation that is not remembered, which is
+    # never indexed). What the hourly indexing reads is only the exchanges still waiting.
+    indexed = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         constraints = [
@@ -149,12 +165,20 @@ class Message(models.Model):
         ]
         indexes = [
             models.Index(fields=["session", "created_at"]),
+            # A conversation's messages in the order they were written: its history for a
+            # turn, and its page, read newest first without reading the rest.
+            models.Index(fields=["session", "id"], name="message_in_order"),
             # The few messages waiting for, or getting, a reply: what the sweeper and the
             # per-person limit on turns at once look for, among all messages ever sent.
             models.Index(
                 fields=["status", "claimed_at"],
                 condition=models.Q(status__in=["pending", "answering"]),
                 name="message_unanswered",
+            ),
+            models.Index(
+                fields=["session"],
+                condition=models.Q(role="user", status="answered", indexed=False),
+                name="message_exchange_to_index",
             ),
         ]
         ordering = ["created_at", "pk"]
@@ -215,6 +239,13 @@ class ConversationEmbedding(models.Model):
             models.Index(fields=["user", "embedding_model"]),
             # Each hash is one person's word, so a posting list holds that person's rows alone.
             GinIndex(fields=["words"], name="conversation_embedding_words"),
+            # The rows of another model than EMBEDDING_MODEL, found as a range either side of
+            # it among everyone's, for the hourly indexing.
+            models.Index(
+                fields=["embedding_model"],
+                condition=models.Q(embedding__isnull=False),
+                name="conversation_embedding_model",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -55,6 +55,20 @@ def session_messages(*, session: ChatSession) -> list[Message]:
     return list(Message.objects.filter(session=session).order_by("created_at", "pk"))
 
 
+def exchanges_before(*, session: ChatSession, before: int | None, count: int) -> tuple[list[Message], bool]:
+    """The conversation's `count` latest exchanges before the person's message `before`
+    (the latest of all without it): each message and its replies, oldest first, and whether
+    there are earlier ones. Two statements through the conversation's index of messages in
+    order, whatever the conversation's length."""
+    said = Message.objects.filter(session=session, role=Message.Role.USER)
+    if before is not None:
+        said = said.filter(pk__lt=before)
+    latest = list(said.order_by("-pk")[: count + 1])
+    shown = latest[:count]
+    replies = Message.objects.filter(session=session, reply_to_id__in=[m.pk for m in shown])
+    return sorted([*shown, *replies], key=lambda m: (m.created_at, m.pk)), len(latest) > count
+
+
 @dataclass(frozen=True)
 class KeptMemory:
     """A memory an exchange left the coach keeping, as the page shows it under that exchange."""

@@ -152,6 +152,8 @@ def _message_added(
             client_id=client_id,
             created_at=now,
             waiting_since=now,
+            # A conversation that is not remembered is never indexed: nothing waits for it.
+            indexed=not session.remembered,
         )
         session.last_message_at = now
         if session.ended_at is not None:
@@ -252,7 +254,7 @@ def session_summary_save(*, session: ChatSession, summary: str, now: datetime | 
     """Keep the session's summary, once: a second worker's (a lease that ran out while the
     first was still at it) is not kept. Whether this one was."""
     saved = ChatSession.objects.filter(pk=session.pk, summarised_at__isnull=True).update(
-        summary=summary, summarised_at=now or timezone.now()
+        summary=summary, summarised_at=now or timezone.now(), summary_indexed=False
     )
     return saved == 1
 

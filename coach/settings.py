@@ -15,6 +15,7 @@ from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
+from coach.web_server import web_max_connections
 from infra.dbpool import connection_check
 from infra.environment import (
     DEFAULT_OFFLINE_COACH_URL,
@@ -168,6 +169,9 @@ if not 0 <= _pool["min_size"] <= _pool["max_size"]:
     # Said now, at start-up, rather than by the pool at the first request.
     raise ImproperlyConfigured("DATABASE_POOL_MIN_SIZE must be between 0 and DATABASE_POOL_MAX_SIZE.")
 
+# The most connections one web process takes at once (its server's limit, coach/web_server.py),
+# which sizes its pool of connections to Redis (infra/redis.py).
+WEB_MAX_CONNECTIONS = web_max_connections()
 REDIS_URL = env_required(
     "REDIS_URL", why="the run and test commands start a local Redis when it is unset; elsewhere set it."
 )

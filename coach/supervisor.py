@@ -39,17 +39,13 @@ from coach.run_environment import (
     load_env_file,
     settings_environment,
 )
+from coach.web_server import READERS_GRACE_SECONDS, web_server_argv
 from infra.environment import DEFAULT_OFFLINE_COACH_URL, local_address
 from infra.health import postgres_problem, redis_problem
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = BASE_DIR / ".data"
 ENV_FILE = BASE_DIR / ".env"
-# The web process cuts its readers after this on stopping (their browsers reconnect), then
-# waits up to SHUTDOWN_GRACE_SECONDS for the replies it is writing.
-READERS_GRACE_SECONDS = 5
-# The most connections and requests one web process takes at once (uvicorn --limit-concurrency).
-WEB_MAX_CONNECTIONS = "1000"
 # Beyond those, what a stopping process gets before it is killed.
 STOP_MARGIN_SECONDS = 15.0
 # Between tries to bring back a process or local service that died: doubling, up to the last.
@@ -168,25 +164,8 @@ def _listened_on(url: str) -> bool:
 def app_processes(host: str, port: int, data_dir: Path) -> list[ProcessSpec]:
     python = sys.executable
     specs = [
-        ProcessSpec(
-            "web",
-            [
-                python,
-                "-m",
-                "uvicorn",
-                "coach.asgi:application",
-                "--host",
-                host,
-                "--port",
-                str(port),
-                "--timeout-graceful-shutdown",
-                str(READERS_GRACE_SECONDS),
-                # A connection limit: past it uvicorn answers 503 rather than hold every
-                # trickling client open (the Dockerfile and compose say the same).
-                "--limit-concurrency",
-                WEB_MAX_CONNECTIONS,
-            ],
-        ),
+        # As many processes as WEB_PROCESSES says, each with its connection limit (coach/web_server.py).
+        ProcessSpec("web", web_server_argv("--host", host, "--port", str(port))),
         ProcessSpec("worker", [python, "-m", "celery", "-A", "coach", "worker", "--loglevel", "INFO"]),
         ProcessSpec(
             "beat",

@@ -3,7 +3,7 @@ preferences for them. Email text is encrypted at rest like memories."""
 
 from __future__ import annotations
 
-from datetime import datetime, time
+from datetime import UTC, datetime, time
 
 from django.conf import settings
 from django.db import models
@@ -15,6 +15,9 @@ from emails.schedule import SendingHours
 from infra.encryption import EncryptedTextField
 
 OPENING_MAX_CHARS = 120
+# A time before any planning tick, whatever a machine's clock says: a person whose nudges'
+# due time is this is looked at by the next tick, which works out the real one.
+LOOK_AT_NEXT_TICK = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 class EmailPreference(models.Model):
@@ -33,6 +36,19 @@ class EmailPreference(models.Model):
     quiet_end = models.TimeField(default=time(8, 0), help_text="...until this one (may cross midnight).")
     unsubscribed_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # The nudges' due-list: the first planning tick at which the person may be due a nudge
+    # (emails/schedule.py's next_nudge_time, worked out after each tick that looked at
+    # them), or LOOK_AT_NEXT_TICK when something that decides it changed; NULL while none
+    # is coming. Planning reads only the people at or past it, so a tick with nothing to
+    # do costs the same whatever the number of people.
+    nudge_due_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(
+                fields=["nudge_due_at"], condition=models.Q(nudge_due_at__isnull=False), name="email_nudge_due"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"email preferences of {self.user_id}"
@@ -178,6 +194,10 @@ class WeeklyEpisodeRequest(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["user", "week_key"], name="episode_once_per_user_week")]
+        indexes = [
+            # The weeks' due-list: the hourly planner reads only weeks not yet done.
+            models.Index(fields=["next_ask_at"], condition=models.Q(done_at__isnull=True), name="episode_week_undone")
+        ]
 
     def __str__(self) -> str:
         return f"{self.week_key} of {self.user_id}"
@@ -222,7 +242,16 @@ class OutgoingMail(models.Model):
     body_sent_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        indexes = [models.Index(fields=["send_after"], condition=models.Q(status="queued"), name="outgoing_mail_due")]
+        indexes = [
+            models.Index(fields=["send_after"], condition=models.Q(status="queued"), name="outgoing_mail_due"),
+            # The mail held by a sender, as the sweep for dead senders reads it (emails/claims.py's
+            # HOLDING, named as that read names it): none of what was sent or failed long ago.
+            models.Index(
+                fields=["claimed_at"],
+                condition=models.Q(status__in=["drafting", "sending"]),
+                name="outgoing_mail_held",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"outgoing mail {self.pk} ({self.status})"

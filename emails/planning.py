@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from functools import cache
 from typing import TYPE_CHECKING
-from zoneinfo import ZoneInfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -30,15 +30,17 @@ from psycopg import sql
 
 from coach.models import ChatSession
 from coach.selectors import summarised_sessions_between
+from emails import schedule
 from emails.ledger import emails_release_dead
-from emails.models import Email, WeeklyEpisodeRequest
-from emails.schedule import SendingWindow, next_sending_time
+from emails.models import LOOK_AT_NEXT_TICK, Email, EmailPreference, WeeklyEpisodeRequest
+from emails.schedule import SendingWindow, next_nudge_time, next_sending_time
 from emails.selectors import (
     Plan,
     check_in_plan,
     email_preference_for_user,
     episode_plan,
     nudge_plan,
+    nudges_due_list,
     recaps_wanted,
 )
 from infra.llm import LLMError
@@ -46,6 +48,8 @@ from infra.rows import table, text
 from memory.drafts import MemoryWriteError
 from memory.episodes import SessionOfWeek, weekly_episode_save, weekly_episode_text
 from memory.models import Memory
+from memory.read_until import read_since, read_until_set
+from memory.services import intentions_asked
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -101,18 +105,57 @@ def sending_window() -> SendingWindow:
 
 def check_ins_plan(*, now: datetime | None = None) -> int:
     """Plan a check-in for everyone with an intention coming up within the lead window
-    (one a person at most, the soonest), and send them. Returns how many were planned."""
+    (one a person at most, the soonest), and send them. Each intention asked about is
+    marked so, in the same transaction: the next tick reads only the others. Returns how
+    many were planned."""
     now = now or timezone.now()
     plan = check_in_plan(now=now, window=sending_window(), lead=timedelta(days=settings.MEMORY_PROSPECTIVE_LEAD_DAYS))
-    return _insert_and_send(_CHECK_INS_INSERT, plan, kind=Kind.CHECK_IN, now=now)
+
+    def asked(rows: list[tuple[int, ...]]) -> None:
+        intentions_asked(memory_ids=[memory_id for _, memory_id in rows], now=now)
+
+    return _insert_and_send(_CHECK_INS_INSERT, plan, kind=Kind.CHECK_IN, now=now, then=asked)
 
 
 def nudges_plan(*, now: datetime | None = None) -> int:
     """Plan a nudge for everyone due one now, whatever their number, in a bounded number
-    of queries, and send them. Returns how many were planned."""
+    of queries, and send them; then work out when each person it looked at is due next.
+    Only the people on the due-list are read (EmailPreference.nudge_due_at), so a tick
+    with nothing to do costs the same for any number of people. Returns how many were
+    planned."""
     now = now or timezone.now()
-    plan = nudge_plan(now=now, window=sending_window())
-    return _insert_and_send(_NUDGES_INSERT, plan, kind=Kind.NUDGE, now=now)
+    window = sending_window()
+    planned = _insert_and_send(_NUDGES_INSERT, nudge_plan(now=now, window=window), kind=Kind.NUDGE, now=now)
+    _nudge_times_worked_out(now=now, window=window)
+    return planned
+
+
+def _nudge_times_worked_out(*, now: datetime, window: SendingWindow) -> None:
+    """For everyone on the due-list now (just planned, or not due after all: asleep, in
+    quiet hours, nudged this period), the tick of their next nudge by the sending rule, or
+    none. A time is written only over the one that was read: a change of theirs meanwhile
+    (which sets now) wins."""
+    worked_out = []
+    for due in nudges_due_list(now=now):
+        later = None
+        if due.facts is not None:
+            try:
+                later = next_nudge_time(
+                    now,
+                    due.facts,
+                    window,
+                    last_nudge_period=due.last_nudge_period,
+                    planning_minutes=settings.EMAIL_NUDGE_PLANNING_MINUTES,
+                )
+            except ZoneInfoNotFoundError:
+                # A zone nobody can read: no local time to email them at.
+                later = None
+        worked_out.append((later, due.preference_id, due.due_at))
+    if worked_out:
+        with connection.cursor() as cursor:
+            cursor.executemany(
+                "UPDATE emails_emailpreference SET nudge_due_at = %s WHERE id = %s AND nudge_due_at = %s", worked_out
+            )
 
 
 def session_recap_plan(*, session_id: int, now: datetime | None = None) -> Email | None:
@@ -148,13 +191,26 @@ def session_recap_plan(*, session_id: int, now: datetime | None = None) -> Email
 
 
 def session_recaps_plan(*, now: datetime | None = None) -> int:
-    """Every minute: a recap for each session summarised lately whose person asked for
-    recaps and has none planned for it yet. Returns how many were planned."""
+    """Every minute: a recap for each session summarised since the last tick (within
+    RECAP_LOOKBACK) whose person asked for recaps and has none planned for it yet. A
+    person's first conversation summarised puts them on the nudges' due-list: nudges
+    wait until someone has chatted. Returns how many were planned."""
     now = now or timezone.now()
+    since = read_since(RECAPS, now=now, lookback=RECAP_LOOKBACK)
     planned = 0
-    for session_id in recaps_wanted(since=now - RECAP_LOOKBACK):
+    for session_id in recaps_wanted(since=since):
         planned += session_recap_plan(session_id=session_id, now=now) is not None
+    summarised = ChatSession.objects.filter(summarised_at__gte=since).values("user_id")
+    EmailPreference.objects.filter(user_id__in=summarised, nudge_due_at__isnull=True).update(
+        nudge_due_at=LOOK_AT_NEXT_TICK
+    )
+    read_until_set(RECAPS, now=now)
     return planned
+
+
+# How far each planner has read the conversations summarised (memory/read_until.py): what
+# it finds again it plans once (the ledger's and the weeks' unique keys see to that).
+RECAPS, EPISODES = "recaps", "episodes"
 
 
 def emails_dispatch_due(*, now: datetime | None = None) -> int:
@@ -195,7 +251,14 @@ def weekly_episodes_plan(*, now: datetime | None = None) -> int:
     next ask a growing pause on, so a write that failed or a task that was lost is asked
     for again at a later tick, and two planners never ask at once. Returns how many."""
     now = now or timezone.now()
-    plan = episode_plan(now=now, due_for=timedelta(days=settings.WEEKLY_EPISODE_DUE_DAYS))
+    due_for = timedelta(days=settings.WEEKLY_EPISODE_DUE_DAYS)
+    _weeks_to_write_up(now=now, due_for=due_for)
+    # Past its window a week is asked for no more: done, so its row leaves the due-list.
+    # Its Sunday evening was no later than its first ask, whatever the zone.
+    WeeklyEpisodeRequest.objects.filter(done_at__isnull=True, next_ask_at__lt=now - due_for - timedelta(days=1)).update(
+        done_at=now, claimed_at=None, error="not written in time"
+    )
+    plan = episode_plan(now=now, due_for=due_for)
     statement = _EPISODES_ASK.format(ctes=plan.ctes, requests=table(WeeklyEpisodeRequest), due=plan.due)
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
@@ -205,6 +268,28 @@ def weekly_episodes_plan(*, now: datetime | None = None) -> int:
         asked = cursor.fetchall()
         transaction.on_commit(lambda: _ask_workers_to_write(asked))
     return len(asked)
+
+
+def _weeks_to_write_up(*, now: datetime, due_for: timedelta) -> None:
+    """Put on the due-list the week of each conversation summarised since the last tick,
+    to be asked for from the person's Sunday evening; a week on it already stays as it is."""
+    since = read_since(EPISODES, now=now, lookback=due_for + timedelta(days=8))
+    weeks = {}
+    summarised = ChatSession.objects.filter(summarised_at__gte=since)
+    for user_id, last_message_at, zone in summarised.values_list("user_id", "last_message_at", "user__time_zone"):
+        try:
+            weeks[user_id, schedule.week_key(last_message_at, zone)] = schedule.episode_evening(last_message_at, zone)
+        except ZoneInfoNotFoundError:
+            # A zone nobody can read has no Sunday evening: its week is never asked for.
+            continue
+    WeeklyEpisodeRequest.objects.bulk_create(
+        [
+            WeeklyEpisodeRequest(user_id=user_id, week_key=week, created_at=now, attempts=0, next_ask_at=evening)
+            for (user_id, week), evening in weeks.items()
+        ],
+        ignore_conflicts=True,
+    )
+    read_until_set(EPISODES, now=now)
 
 
 def _ask_workers_to_write(weeks: list[tuple[int, str]]) -> None:
@@ -274,9 +359,17 @@ def emails_hand_out(*, email_ids: list[int]) -> int:
     return len(email_ids)
 
 
-def _insert_and_send(statement: sql.SQL, plan: Plan, *, kind: str, now: datetime) -> int:
-    """Insert the plan's set into the ledger with `statement` (one of the two below), and
-    hand what it inserted to workers once committed."""
+def _insert_and_send(
+    statement: sql.SQL,
+    plan: Plan,
+    *,
+    kind: str,
+    now: datetime,
+    then: Callable[[list[tuple[int, ...]]], None] | None = None,
+) -> int:
+    """Insert the plan's set into the ledger with `statement` (one of the two below), have
+    `then` see the rows it returned in the same transaction, and hand what it inserted to
+    workers once committed."""
     composed = statement.format(
         ctes=plan.ctes, emails=table(Email), columns=_PLANNED_COLUMNS, values=_PLANNED_VALUES, due=plan.due
     )
@@ -284,10 +377,12 @@ def _insert_and_send(statement: sql.SQL, plan: Plan, *, kind: str, now: datetime
     parameters = {"kind": kind, "queued": Status.QUEUED, "lease": lease_from(now), "now": now}
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(text(composed), plan.parameters | parameters)
-        planned = [row[0] for row in cursor.fetchall()]
+        rows = cursor.fetchall()
+        if then is not None and rows:
+            then(rows)
         # Only the rows this statement created: a conflict (planned before) returns none.
-        _send_on_commit(planned)
-    return len(planned)
+        _send_on_commit([row[0] for row in rows])
+    return len(rows)
 
 
 def _send_on_commit(email_ids: list[int]) -> None:
@@ -351,7 +446,7 @@ _CHECK_INS_INSERT = sql.SQL("""WITH {ctes}
     INSERT INTO {emails} ({columns}, memory_id)
     SELECT user_id, %(kind)s, 'memory-' || memory_id, {values}, memory_id FROM {due}
     ON CONFLICT ON CONSTRAINT email_once_per_user_kind_period DO NOTHING
-    RETURNING id""")
+    RETURNING id, memory_id""")
 
 _NUDGES_INSERT = sql.SQL("""WITH {ctes}
     INSERT INTO {emails} ({columns})

@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
-from emails.models import Email, EmailPreference
+from emails.models import LOOK_AT_NEXT_TICK, Email, EmailPreference
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -27,7 +27,8 @@ def email_preference_update(
     quiet_end: time,
 ) -> EmailPreference:
     """Save how often and when the coach may email the person; the row is made on first save.
-    It does not undo an unsubscribe: only the person's explicit consent would."""
+    It does not undo an unsubscribe: only the person's explicit consent would. The next
+    nudge's time is worked out again at the next planning tick."""
     preference, _ = EmailPreference.objects.update_or_create(
         user=user,
         defaults={
@@ -35,6 +36,7 @@ def email_preference_update(
             "session_summaries": session_summaries,
             "quiet_start": quiet_start,
             "quiet_end": quiet_end,
+            "nudge_due_at": LOOK_AT_NEXT_TICK,
         },
     )
     return preference
@@ -46,7 +48,9 @@ def email_frequency_choose(*, user: User, frequency: str) -> EmailPreference:
     email_preference_update, the coach sends them nothing."""
     if frequency not in EmailPreference.Frequency.values:
         raise ValueError(f"{frequency!r} is not an email frequency")
-    preference, _ = EmailPreference.objects.update_or_create(user=user, defaults={"frequency": frequency})
+    preference, _ = EmailPreference.objects.update_or_create(
+        user=user, defaults={"frequency": frequency, "nudge_due_at": LOOK_AT_NEXT_TICK}
+    )
     return preference
 
 
@@ -73,4 +77,12 @@ def email_unsubscribe(*, user_id: int, now: datetime | None = None) -> bool:
 def email_resubscribe(*, user: User) -> bool:
     """Let the coach write again after an unsubscribe. Returns whether anything changed;
     emails skipped meanwhile stay skipped (their moment has passed)."""
-    return EmailPreference.objects.filter(user=user, unsubscribed_at__isnull=False).update(unsubscribed_at=None) == 1
+    resumed = EmailPreference.objects.filter(user=user, unsubscribed_at__isnull=False)
+    return resumed.update(unsubscribed_at=None, nudge_due_at=LOOK_AT_NEXT_TICK) == 1
+
+
+def nudges_reconsider(*, user: User) -> None:
+    """Something that decides when the person's nudges come changed outside these
+    preferences (their time zone, their memory turned on): the next planning tick works
+    their next nudge out again."""
+    EmailPreference.objects.filter(user=user).update(nudge_due_at=LOOK_AT_NEXT_TICK)

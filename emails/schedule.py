@@ -201,6 +201,17 @@ def week_start(now: datetime, time_zone: str) -> datetime:
     return datetime.combine(monday, time(0), tzinfo=ZoneInfo(time_zone)).astimezone(UTC)
 
 
+def episode_evening(now: datetime, time_zone: str) -> datetime:
+    """The instant, in UTC, of the person's Sunday evening in the local week of `now`: from
+    then on their week is due to be written up."""
+    local = local_time(now, time_zone)
+    monday = (local - timedelta(days=local.isoweekday() - 1)).date()
+    evening = datetime.combine(
+        monday + timedelta(days=EPISODE_LOCAL_WEEKDAY - 1), time(EPISODE_LOCAL_HOUR), tzinfo=ZoneInfo(time_zone)
+    )
+    return evening.astimezone(UTC)
+
+
 def is_episode_evening(now: datetime, time_zone: str) -> bool:
     """Whether it is the person's Sunday evening, when their week is written up."""
     local = local_time(now, time_zone)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import Exists, OuterRef, QuerySet, Subquery
 from pgvector.django import CosineDistance
 from psycopg import sql
 
@@ -135,6 +135,51 @@ def next_nudge_for_user(*, user: User, now: datetime, window: SendingWindow) -> 
     )
 
 
+@dataclass(frozen=True)
+class NudgeDue:
+    """A person at or past their nudge's due time (emails/models.py), as planning read them."""
+
+    preference_id: int
+    # As read: a time worked out for them is written only over this one, never over the
+    # "now" a change of theirs set meanwhile.
+    due_at: datetime
+    # None when no nudge can come: they are not active, or their memory is off.
+    facts: NudgeFacts | None
+    last_nudge_period: str | None
+
+
+def nudges_due_list(*, now: datetime) -> list[NudgeDue]:
+    """Everyone on the nudges' due-list at `now`, with what decides their next nudge, in one
+    statement through the due-list's index."""
+    unprompted = Email.objects.filter(user_id=OuterRef("user_id"), kind__in=UNPROMPTED_KINDS).order_by(
+        "-created_at", "-pk"
+    )
+    chatted = ChatSession.objects.filter(user_id=OuterRef("user_id"), remembered=True, messages__role=Message.Role.USER)
+    rows = (
+        EmailPreference.objects.filter(nudge_due_at__lte=now)
+        .select_related("user")
+        .annotate(
+            last_emailed_at=Subquery(unprompted.values("created_at")[:1]),
+            last_nudge_period=Subquery(unprompted.filter(kind=Email.Kind.NUDGE).values("period_key")[:1]),
+            has_chatted=Exists(chatted),
+        )
+        .order_by("pk")
+    )
+    found = []
+    for row in rows:
+        assert row.nudge_due_at is not None  # on the due-list
+        can_come = row.user.is_active and row.user.memory_enabled
+        facts = NudgeFacts(
+            hours=row.hours,
+            frequency=row.frequency,
+            unsubscribed=row.unsubscribed_at is not None,
+            has_chatted=row.has_chatted,
+            last_emailed_at=row.last_emailed_at,
+        )
+        found.append(NudgeDue(row.pk, row.nudge_due_at, facts if can_come else None, row.last_nudge_period))
+    return found
+
+
 def has_chatted(*, user: User) -> bool:
     """Whether the person has written to their coach at least once in a conversation that
     is remembered (nudges wait for it; one not remembered leaves nothing to act on)."""
@@ -189,6 +234,7 @@ class Plan:
 # and their wall clock now. A zone PostgreSQL does not know leaves the clock NULL, so
 # every comparison with it is false: nobody is emailed at a local time we cannot tell.
 # Likewise a frequency never chosen stays NULL: nobody is emailed before they chose.
+# {only} narrows it to a plan's due-list, read through its index.
 _PEOPLE = sql.SQL("""people AS (
     SELECT u.id AS user_id,
            p.frequency,
@@ -202,8 +248,14 @@ _PEOPLE = sql.SQL("""people AS (
     LEFT JOIN pg_timezone_names zone ON zone.name = u.time_zone
     -- With memory off the coach sends nothing drawn on memory: no nudge, no check-in,
     -- no weekly episode.
-    WHERE u.is_active AND u.memory_enabled
+    WHERE u.is_active AND u.memory_enabled {only}
 )""")
+# Nudges: only those at or past the time their next nudge may come (their due-list).
+_NUDGE_DUE_LIST = sql.SQL("AND p.nudge_due_at <= %(now)s")
+# Weekly episodes: only those with a week not written up whose time to ask has come.
+_EPISODE_DUE_LIST = sql.SQL("""AND u.id IN (
+        SELECT asked.user_id FROM {requests} asked WHERE asked.done_at IS NULL AND asked.next_ask_at <= %(now)s
+    )""")
 
 # emails/schedule.py's may_email_at: inside the sending window, outside quiet hours
 # [start, end), which cross midnight when start > end; equal ends mean none.
@@ -261,7 +313,8 @@ _DUE_CHECK_INS = sql.SQL("""due_check_ins AS (
       AND {may_email_now}
       AND {no_unprompted_email_within}
       -- One check-in per intention, ever: one that was planned and failed does not
-      -- stand in the way of the next.
+      -- stand in the way of the next. Those asked about are marked so (their due-list).
+      AND memory.asked_at IS NULL
       AND NOT EXISTS (
           SELECT 1 FROM {emails} asked
           WHERE asked.memory_id = memory.id AND asked.kind = %(check_in)s
@@ -269,32 +322,26 @@ _DUE_CHECK_INS = sql.SQL("""due_check_ins AS (
     ORDER BY memory.user_id, memory.due_at, memory.id
 )""")
 
-# Each person's weeks whose Sunday evening (EPISODE_LOCAL_WEEKDAY, from EPISODE_LOCAL_HOUR,
-# their clock) has come within the last %(episode_due_for)s, newest first: `ready` is how
-# far into its week that evening falls, so the newest such week began at the start of the
-# week of (their now - ready). A week is due while it had a summarised session and is
-# neither done nor waiting out the pause after its last ask.
+# Each person's weeks on the due-list (a week is put on it when one of its conversations is
+# summarised, emails/planning.py) whose Sunday evening (EPISODE_LOCAL_WEEKDAY, from
+# EPISODE_LOCAL_HOUR, their clock) has come within the last %(episode_due_for)s: `ready` is
+# how far into its week that evening falls. A week is due while it had a summarised session
+# and is neither done nor waiting out the pause after its last ask.
 _DUE_EPISODES = sql.SQL("""due_episodes AS (
-    SELECT people.user_id, 'week-' || TO_CHAR(week.start, 'IYYY-IW') AS week_key
-    FROM people
-    CROSS JOIN LATERAL generate_series(
-        DATE_TRUNC('week', people.local_now - %(episode_ready)s),
-        DATE_TRUNC('week', people.local_now - %(episode_ready)s - %(episode_due_for)s),
-        INTERVAL '-1 week'
-    ) AS week(start)
-    WHERE week.start + %(episode_ready)s + %(episode_due_for)s > people.local_now
+    SELECT people.user_id, asked.week_key
+    FROM {requests} asked
+    JOIN people ON people.user_id = asked.user_id
+    CROSS JOIN LATERAL (SELECT TO_DATE(SUBSTR(asked.week_key, 6), 'IYYY-IW')::timestamp AS start) AS week
+    WHERE asked.done_at IS NULL
+      AND asked.next_ask_at <= %(now)s
+      AND week.start + %(episode_ready)s <= people.local_now
+      AND week.start + %(episode_ready)s + %(episode_due_for)s > people.local_now
       AND EXISTS (
           SELECT 1 FROM {sessions} session
           WHERE session.user_id = people.user_id
             AND session.summarised_at IS NOT NULL
             AND session.last_message_at >= week.start AT TIME ZONE people.time_zone
             AND session.last_message_at < (week.start + INTERVAL '7 days') AT TIME ZONE people.time_zone
-      )
-      AND NOT EXISTS (
-          SELECT 1 FROM {requests} asked
-          WHERE asked.user_id = people.user_id
-            AND asked.week_key = 'week-' || TO_CHAR(week.start, 'IYYY-IW')
-            AND (asked.done_at IS NOT NULL OR asked.next_ask_at > %(now)s)
       )
 )""")
 
@@ -309,8 +356,11 @@ class _Expressions:
 @cache
 def _expressions() -> _Expressions:
     """Each plan's expressions, composed once from the constants above and the models' tables."""
-    emails, sessions = table(Email), table(ChatSession)
-    people = _PEOPLE.format(users=table(get_user_model()), preferences=table(EmailPreference))
+    emails, sessions, requests = table(Email), table(ChatSession), table(WeeklyEpisodeRequest)
+
+    def people(only: sql.Composable) -> sql.Composed:
+        return _PEOPLE.format(users=table(get_user_model()), preferences=table(EmailPreference), only=only)
+
     due_nudges = _DUE_NUDGES.format(
         may_email_now=_MAY_EMAIL_NOW,
         no_unprompted_email_within=_NO_UNPROMPTED_EMAIL_WITHIN.format(emails=emails, gap=_NUDGE_GAP),
@@ -325,11 +375,11 @@ def _expressions() -> _Expressions:
         ),
         emails=emails,
     )
-    due_episodes = _DUE_EPISODES.format(sessions=sessions, requests=table(WeeklyEpisodeRequest))
+    due_episodes = _DUE_EPISODES.format(sessions=sessions, requests=requests)
     return _Expressions(
-        nudges=sql.SQL(", ").join([people, due_nudges]),
-        check_ins=sql.SQL(", ").join([people, due_check_ins]),
-        episodes=sql.SQL(", ").join([people, due_episodes]),
+        nudges=sql.SQL(", ").join([people(_NUDGE_DUE_LIST), due_nudges]),
+        check_ins=sql.SQL(", ").join([people(sql.SQL("")), due_check_ins]),
+        episodes=sql.SQL(", ").join([people(_EPISODE_DUE_LIST.format(requests=requests)), due_episodes]),
     )
 
 

@@ -3,6 +3,11 @@
 An async client per event loop (a connection pool belongs to the loop it runs on), and a
 sync client per process; both on REDIS_URL, with short timeouts, so a Redis that does not
 answer fails a call in seconds rather than hanging it.
+
+The async pool is sized for the connections the web process takes at once
+(WEB_MAX_CONNECTIONS, its server's limit too: coach/web_server.py): each may be a reader
+blocked on its reply's stream while the turn it started writes that reply, so a reply is
+never unstreamed for want of the app's own connections (redis-py's default is 100).
 """
 
 from __future__ import annotations
@@ -21,6 +26,10 @@ from redis.driver_info import DriverInfo
 # metadata (a directory scan) for every new connection, and each open stream takes one.
 DRIVER = DriverInfo(lib_version=redis.__version__)
 
+# A reader's blocking read, and the turn writing the reply it follows.
+CONNECTIONS_PER_WEB_CONNECTION = 2
+# Beside them: the process's own sweeps and checks.
+SPARE_CONNECTIONS = 10
 SOCKET_TIMEOUT_SECONDS = 5.0
 CONNECT_TIMEOUT_SECONDS = 2.0
 # Sync calls are all quick ones, made while a request waits: a Redis that takes longer is down.
@@ -37,8 +46,13 @@ def redis_async() -> redis.asyncio.Redis:
     clients = _async_clients.setdefault(asyncio.get_running_loop(), {})
     url = settings.REDIS_URL
     if url not in clients:
-        clients[url] = redis.asyncio.Redis.from_url(url, **_OPTIONS)
+        clients[url] = redis.asyncio.Redis.from_url(url, max_connections=async_pool_size(), **_OPTIONS)
     return clients[url]
+
+
+def async_pool_size() -> int:
+    """How many connections to Redis a web process's event loop may hold at once."""
+    return CONNECTIONS_PER_WEB_CONNECTION * settings.WEB_MAX_CONNECTIONS + SPARE_CONNECTIONS
 
 
 def redis_sync() -> redis.Redis:

@@ -9,19 +9,26 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Exists, OuterRef, Q, Subquery
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from infra import llm
 from infra.llm import Embedding
 from memory.embeddings import memory_text
 from memory.models import Memory, MemoryEvent
+from memory.read_until import read_since, read_until_set
 from memory.store import memory_event
 
 if TYPE_CHECKING:
     from accounts.models import User
 
 Actor = MemoryEvent.Actor
+# A history passes its bound only as it grows: the nightly pruning looks at the people whose
+# history grew since it last ran (memory/read_until.py), or within this on its first run.
+HISTORY_GREW_WITHIN = timedelta(days=3)
+HISTORY_PRUNED = "history pruned"
+# Forgotten memories whose histories lose their text in one statement.
+PRUNE_BATCH = 200
 
 
 def memories_reembed(*, batch_size: int = 100, user: User | None = None) -> int:
@@ -33,7 +40,11 @@ def memories_reembed(*, batch_size: int = 100, user: User | None = None) -> int:
     still at the version their text was read at are updated, locked as they are.
     """
     model = settings.EMBEDDING_MODEL
-    stale = Memory.objects.exclude(embedding_model=model, embedding__isnull=False)
+    # Written as ranges either side of the model, not "not this model", so an index finds
+    # the few stale rows among everyone's (nothing to do costs the same for any number).
+    stale = Memory.objects.filter(
+        Q(embedding__isnull=True) | Q(embedding_model__lt=model) | Q(embedding_model__gt=model)
+    )
     if user is not None:
         stale = stale.filter(user=user)
     done, after_pk = 0, 0
@@ -73,6 +84,12 @@ def memory_history_prune(*, now: datetime | None = None) -> tuple[int, int]:
        for it. What happened, and when, stays.
     2. A person's history keeps its newest MEMORY_HISTORY_MAX_EVENTS events, and of the
        older ones only those still inside the restore window.
+
+    Each reads only what may be due, through an index: evictions whose note is still in
+    their history, and the people whose history grew since the last run (a history only
+    passes its bound as it grows: what it keeps past it is at most what was still inside
+    the restore window when it last grew), so a night with nothing to do costs the same
+    whatever the number of people.
     """
     now = now or timezone.now()
     cutoff = now - timedelta(days=settings.MEMORY_FORGOTTEN_DAYS)
@@ -80,31 +97,47 @@ def memory_history_prune(*, now: datetime | None = None) -> tuple[int, int]:
         user_id=OuterRef("user_id"), memory_id=OuterRef("memory_id"), created_at__gt=OuterRef("created_at")
     )
     stored = Memory.objects.filter(pk=OuterRef("memory_id"))
-    beyond_restore = (
-        MemoryEvent.objects.filter(action=MemoryEvent.Action.EVICTED, created_at__lt=cutoff)
+    beyond_restore = list(
+        MemoryEvent.objects.filter(action=MemoryEvent.Action.EVICTED, before__isnull=False, created_at__lt=cutoff)
         .exclude(Exists(later))
         .exclude(Exists(stored))
-        .values("memory_id")
+        .values_list("user_id", "memory_id")
+        .distinct()
     )
     with transaction.atomic():
-        text_bearing = MemoryEvent.objects.filter(memory_id__in=Subquery(beyond_restore)).filter(
-            Q(key__isnull=False) | Q(before__isnull=False) | Q(after__isnull=False)
-        )
-        dropped = text_bearing.exclude(action=MemoryEvent.Action.EVICTED).update(
-            key=None, before=None, after=None, reason=""
-        ) + text_bearing.update(key=None, before=None, after=None)
-        with connection.cursor() as cursor:
-            # Per person, events past the newest N that are also past the restore window.
-            cursor.execute(
-                """DELETE FROM memory_memoryevent WHERE id IN (
-                    SELECT id FROM (
-                        SELECT id, created_at,
-                               ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY created_at DESC, id DESC) AS newest
-                        FROM memory_memoryevent
-                    ) ranked
-                    WHERE ranked.newest > %s AND ranked.created_at < %s
-                )""",
-                [settings.MEMORY_HISTORY_MAX_EVENTS, cutoff],
+        dropped = 0
+        for start in range(0, len(beyond_restore), PRUNE_BATCH):
+            # Each memory's history is read through its person's index of histories.
+            histories = Q()
+            for user_id, memory_id in beyond_restore[start : start + PRUNE_BATCH]:
+                histories |= Q(user_id=user_id, memory_id=memory_id)
+            text_bearing = MemoryEvent.objects.filter(histories).filter(
+                Q(key__isnull=False) | Q(before__isnull=False) | Q(after__isnull=False)
             )
-            deleted = cursor.rowcount
+            dropped += text_bearing.exclude(action=MemoryEvent.Action.EVICTED).update(
+                key=None, before=None, after=None, reason=""
+            ) + text_bearing.update(key=None, before=None, after=None)
+        since = read_since(HISTORY_PRUNED, now=now, lookback=HISTORY_GREW_WITHIN)
+        grew = list(
+            MemoryEvent.objects.filter(created_at__gte=since).order_by().values_list("user_id", flat=True).distinct()
+        )
+        deleted = 0
+        if grew:
+            with connection.cursor() as cursor:
+                # Per person whose history grew lately, events past the newest N that are
+                # also past the restore window.
+                cursor.execute(
+                    """DELETE FROM memory_memoryevent WHERE id IN (
+                        SELECT id FROM (
+                            SELECT id, created_at,
+                                   ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY created_at DESC, id DESC) AS newest
+                            FROM memory_memoryevent
+                            WHERE user_id = ANY(%s)
+                        ) ranked
+                        WHERE ranked.newest > %s AND ranked.created_at < %s
+                    )""",
+                    [grew, settings.MEMORY_HISTORY_MAX_EVENTS, cutoff],
+                )
+                deleted = cursor.rowcount
+        read_until_set(HISTORY_PRUNED, now=now)
     return dropped, deleted

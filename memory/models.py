@@ -123,6 +123,9 @@ class Memory(models.Model):
     due_month_only = models.BooleanField(default=False, db_default=False)
     status = models.CharField(max_length=16, choices=ProspectiveStatus.choices, blank=True)
     raised_at = models.DateTimeField(null=True, blank=True)
+    # When the coach wrote to the person to ask how it is going (a check-in email): an
+    # intention is asked about once, so the planning of check-ins reads only the others.
+    asked_at = models.DateTimeField(null=True, blank=True)
     # Where the coach learned it: the chat's session and message ids, as plain numbers.
     # Memory sits below the chat (DESIGN.md section 7) and holds no reference to its tables.
     session_id = models.BigIntegerField(null=True, blank=True)
@@ -149,10 +152,17 @@ class Memory(models.Model):
             models.Index(fields=["user", "updated_at"]),
             # Each hash is one person's word, so a posting list holds that person's rows alone.
             GinIndex(fields=["words"], name="memory_words"),
-            # Check-in planning scans only the open intentions, across everyone, by date.
+            # Check-in planning scans only the open intentions not asked about yet, across
+            # everyone, by date.
             models.Index(
-                fields=["due_at"], name="memory_open_intentions", condition=Q(tier="prospective", status="open")
+                fields=["due_at"],
+                name="memory_intentions_to_ask",
+                condition=Q(tier="prospective", status="open", asked_at__isnull=True),
             ),
+            # The hourly re-embedding reads only what needs it: memories with no embedding,
+            # and those of another model than EMBEDDING_MODEL (a range either side of it).
+            models.Index(fields=["id"], name="memory_unembedded", condition=Q(embedding__isnull=True)),
+            models.Index(fields=["embedding_model"], name="memory_embedding_model"),
         ]
         verbose_name_plural = "memories"
 
@@ -226,7 +236,10 @@ class MemoryEvent(models.Model):
         REEMBEDDED = "reembedded", "re-embedded"
         RAISED = "raised"
 
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.DB_CASCADE, related_name="memory_events")
+    # Found by the indexes below, which all begin with it.
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.DB_CASCADE, related_name="memory_events", db_index=False
+    )
     # The memory's id, kept after the memory is gone: its history outlives it. A plain
     # number, so deleting the memory leaves the history in place.
     memory_id = models.BigIntegerField(null=True, blank=True)
@@ -244,6 +257,17 @@ class MemoryEvent(models.Model):
         indexes = [
             models.Index(fields=["user", "memory_id", "created_at"], name="memory_event_history"),
             models.Index(fields=["user", "action", "created_at"]),
+            # A person's newest event (what a turn's prompt reflects), read from the end of
+            # their own events, not from the end of everyone's.
+            models.Index(fields=["user", "id"], name="memory_event_newest"),
+            # What the nightly pruning reads: forgotten notes whose text is still in their
+            # history, and whose histories grew lately.
+            models.Index(
+                fields=["created_at"],
+                name="memory_event_forgotten_text",
+                condition=Q(action="evicted", before__isnull=False),
+            ),
+            models.Index(fields=["created_at"], name="memory_event_when"),
         ]
         ordering = ["created_at", "pk"]
 
@@ -318,6 +342,18 @@ class MemoryOverlap(models.Model):
 
     def __str__(self) -> str:
         return f"overlap of memories {self.memory_id} and {self.other_id}"
+
+
+class ReadUntil(models.Model):
+    """How far a periodic job has read rows that only ever grow (conversations summarised,
+    a history's events): each run reads from there on (memory/read_until.py), not a day's
+    or a week's worth again."""
+
+    reader = models.CharField(max_length=32, unique=True)
+    until = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.reader}: read until {self.until}"
 
 
 class PrivateTextViewing(models.Model):

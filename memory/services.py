@@ -410,3 +410,9 @@ def prospective_memory_raise(*, user: User, memory_id: int, reason: str, now: da
             now=now,
         )
     return True
+
+
+def intentions_asked(*, memory_ids: list[int], now: datetime) -> int:
+    """The coach wrote to ask about these intentions (a check-in each): each is asked about
+    once, and the planning of check-ins reads only the others. Returns how many."""
+    return Memory.objects.filter(pk__in=memory_ids, tier=Tier.PROSPECTIVE, asked_at__isnull=True).update(asked_at=now)

@@ -62,8 +62,9 @@ class DeletedMemory:
     embedding: str | None
     embedding_model: str
     deleted_at: str
-    # Last, with a default: an undo token sealed before the column existed still opens.
+    # Last, with defaults: an undo token sealed before these columns existed still opens.
     due_month_only: bool = False
+    asked_at: str | None = None
 
     @classmethod
     def of(cls, memory: Memory, *, deleted_at: datetime) -> DeletedMemory:
@@ -93,6 +94,7 @@ class DeletedMemory:
             embedding_model=memory.embedding_model,
             deleted_at=deleted_at.isoformat(),
             due_month_only=memory.due_month_only,
+            asked_at=_iso(memory.asked_at),
         )
 
     @property
@@ -114,6 +116,7 @@ class DeletedMemory:
             due_month_only=self.due_month_only,
             status=self.status,
             raised_at=_datetime(self.raised_at) if self.raised_at else None,
+            asked_at=_datetime(self.asked_at) if self.asked_at else None,
             session_id=self.session_id,
             message_id=self.message_id,
             version=self.version,

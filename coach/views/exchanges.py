@@ -64,10 +64,16 @@ class Exchange:
 
 
 def exchanges_of(
-    *, user: User, session: ChatSession, messages: Sequence[Message], paged_to: int | None = None
+    *,
+    user: User,
+    session: ChatSession,
+    messages: Sequence[Message],
+    paged_to: int | None = None,
+    to_the_end: bool = True,
 ) -> list[Exchange]:
-    """The conversation's exchanges, from its messages (all of them, oldest first): the
-    earlier answer `paged_to` (a reply's id) in place of its exchange's latest, if it is one."""
+    """The conversation's exchanges, from its messages (oldest first: all of its exchanges'
+    messages, or a step of them, which reach its end when `to_the_end`): the earlier answer
+    `paged_to` (a reply's id) in place of its exchange's latest, if it is one."""
     replies: dict[int | None, Message] = {}
     earlier: dict[int | None, list[Message]] = {}
     for reply in messages:
@@ -80,7 +86,7 @@ def exchanges_of(
     people = [m for m in messages if m.role == Message.Role.USER]
     kept = memories_kept_from(user=user, messages=people)
     looked_back = look_backs_of(user=user, messages=people)
-    last = people[-1].pk if people and session.ended_at is None else None
+    last = people[-1].pk if people and to_the_end and session.ended_at is None else None
     return [
         _exchange(
             message,

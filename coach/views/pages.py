@@ -32,8 +32,8 @@ from coach.limits import within_rate
 from coach.middleware import SignedInHttpRequest, cannot_save, when_writes_refused
 from coach.models import ChatSession, Message
 from coach.selectors import (
+    exchanges_before,
     messages_for_user,
-    session_messages,
     session_to_write_in,
     sessions_for_user,
 )
@@ -54,6 +54,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 SIDEBAR_SESSIONS = 50
+# A conversation page shows its latest exchanges; earlier ones come this many at a time, on
+# request, so a long conversation's page is no larger than a short one's.
+EXCHANGES_PER_STEP = 10
 # A message is refused, not stored, when one of these is reached; the text stays in the box.
 TOO_MANY_TURNS = "Your coach is still answering your other messages. Send this one when a reply is in."
 TOO_MANY_MESSAGES = "That is a lot of messages in a minute. Take a breath, then send it again."
@@ -137,8 +140,21 @@ def session_new(request: SignedInHttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def session_page(request: SignedInHttpRequest, pk: int) -> HttpResponse:
+    """The conversation's latest exchanges; with `before`, the ones before that message
+    (htmx: only those, to go above what the page shows)."""
     session = get_object_or_404(sessions_for_user(user=request.user), pk=pk)
-    return render(request, "coach/chat.html", page_context(request, user=request.user, session=session))
+    before = _earlier_than(request)
+    context = page_context(request, user=request.user, session=session, before=before)
+    if request.htmx and before is not None:
+        return render(request, "coach/chat.html#earlier", context)
+    return render(request, "coach/chat.html", context)
+
+
+def _earlier_than(request: HttpRequest) -> int | None:
+    try:
+        return int(request.GET["before"])
+    except (KeyError, ValueError):
+        return None
 
 
 @login_required
@@ -285,15 +301,27 @@ def _too_many_messages(request: SignedInHttpRequest) -> tuple[str, int] | None:
     return None
 
 
-def page_context(request: HttpRequest, *, user: User, session: ChatSession | None) -> dict[str, object]:
-    """What the chat page shows: the conversation (if any), its exchanges, the sidebar."""
-    messages = session_messages(session=session) if session else []
+def page_context(
+    request: HttpRequest, *, user: User, session: ChatSession | None, before: int | None = None
+) -> dict[str, object]:
+    """What the chat page shows: the conversation (if any), its latest exchanges (or, with
+    `before`, the step of them before that message of the person's), the sidebar."""
+    messages, earlier = (
+        exchanges_before(session=session, before=before, count=EXCHANGES_PER_STEP) if session else ([], False)
+    )
     paged_to = paged_to_of(request.GET.get("answer")) if request.method == "GET" else None
-    exchanges = exchanges_of(user=user, session=session, messages=messages, paged_to=paged_to) if session else []
+    exchanges = (
+        exchanges_of(user=user, session=session, messages=messages, paged_to=paged_to, to_the_end=before is None)
+        if session
+        else []
+    )
     return {
         "session": session,
         "sessions": sessions_for_user(user=user)[:SIDEBAR_SESSIONS],
         "exchanges": exchanges,
+        # The person's message the next step of earlier exchanges comes before, if any.
+        "earlier_than": exchanges[0].message.pk if earlier and exchanges else None,
+        "reading_earlier": before is not None,
         "answering": any(e.message.status in (Message.Status.PENDING, Message.Status.ANSWERING) for e in exchanges),
         "client_id": uuid.uuid4(),
         "max_chars": settings.COACH_MAX_MESSAGE_CHARS,

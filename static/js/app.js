@@ -31,9 +31,13 @@
     if (button) button.disabled = busy;
   }
 
+  // While earlier messages load above the ones shown: how far the view was from the end,
+  // so what the person reads stays where it is.
+  let keptFromEnd = null;
+
   function scrollToEnd() {
     const list = document.getElementById("messages");
-    if (list) list.scrollTop = list.scrollHeight;
+    if (list && keptFromEnd === null) list.scrollTop = list.scrollHeight;
   }
 
   function newClientId() {
@@ -354,6 +358,16 @@
   });
 
   document.addEventListener("htmx:load", (event) => onLoad(event.detail.elt));
+
+  document.addEventListener("htmx:beforeSwap", (event) => {
+    const list = document.getElementById("messages");
+    if (list && event.detail.target.matches?.(".earlier")) keptFromEnd = list.scrollHeight - list.scrollTop;
+  });
+  document.addEventListener("htmx:afterSettle", () => {
+    const list = document.getElementById("messages");
+    if (list && keptFromEnd !== null) list.scrollTo({ top: list.scrollHeight - keptFromEnd, behavior: "instant" });
+    keptFromEnd = null;
+  });
 
   // A cue's Undo on a page the server drew (a form, so it works without JavaScript too)
   // takes the memory back here, as a cue drawn while the reply was written does.

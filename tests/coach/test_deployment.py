@@ -63,7 +63,7 @@ def test_web_worker_and_beat_share_one_image_and_run_their_own_commands() -> Non
     services = compose()["services"]
 
     assert {services[name]["build"] for name in ("web", "worker", "beat", "migrate")} == {"."}
-    assert services["web"]["command"][:2] == ["uvicorn", "coach.asgi:application"]
+    assert services["web"]["command"][:3] == ["python", "-m", "coach.web_server"]
     assert services["worker"]["command"][:4] == ["celery", "-A", "coach", "worker"]
     assert services["beat"]["command"][:4] == ["celery", "-A", "coach", "beat"]
     assert services["migrate"]["command"] == ["python", "manage.py", "migrate", "--noinput"]
@@ -129,11 +129,7 @@ def test_no_proxy_is_trusted_by_default_anywhere() -> None:
     assert services["web"]["environment"]["FORWARDED_ALLOW_IPS"] == "${FORWARDED_ALLOW_IPS:-127.0.0.1}"
     assert "ENV FORWARDED_ALLOW_IPS=127.0.0.1" in dockerfile_instruction("ENV")
     for command in (commands[0], services["web"]["command"]):
-        assert command[:2] == ["uvicorn", "coach.asgi:application"]
-        assert "--proxy-headers" in command
-        assert command[command.index("--timeout-graceful-shutdown") + 1] == "5"
-        # A connection limit: slow clients cannot hold the process open without end.
-        assert command[command.index("--limit-concurrency") + 1] == "1000"
+        assert command == ["python", "-m", "coach.web_server", "--host", "0.0.0.0", "--port", "8000", "--proxy-headers"]  # noqa: S104
 
 
 def test_the_mail_catcher_comes_only_with_the_dev_profile() -> None:
@@ -238,12 +234,39 @@ def test_every_image_is_pinned_to_a_version() -> None:
         assert tag.split("-")[0].count(".") >= 1, f"{name}: {image} names a moving major version"
 
 
-def test_the_run_commands_web_process_has_the_same_connection_limit(tmp_path) -> None:
+def test_the_run_command_starts_the_web_server_as_the_image_and_compose_do(tmp_path, monkeypatch) -> None:
     from coach.supervisor import app_processes
+    from coach.web_server import web_server_argv
 
+    monkeypatch.delenv("WEB_PROCESSES", raising=False)
+    monkeypatch.delenv("WEB_MAX_CONNECTIONS", raising=False)
     [web] = [spec for spec in app_processes("127.0.0.1", 8000, tmp_path) if spec.name == "web"]
 
+    assert web.argv == web_server_argv("--host", "127.0.0.1", "--port", "8000")
+    assert web.argv[2:4] == ["uvicorn", "coach.asgi:application"]
+    # One process per core; a connection limit, so slow clients cannot hold one open without end.
+    assert web.argv[web.argv.index("--workers") + 1] == str(len(os.sched_getaffinity(0)))
     assert web.argv[web.argv.index("--limit-concurrency") + 1] == "1000"
+    assert web.argv[web.argv.index("--timeout-graceful-shutdown") + 1] == "5"
+
+
+def test_compose_passes_the_web_servers_settings_through() -> None:
+    environment = compose()["services"]["web"]["environment"]
+
+    assert environment["WEB_PROCESSES"] == "${WEB_PROCESSES:-}"
+    assert environment["WEB_MAX_CONNECTIONS"] == "${WEB_MAX_CONNECTIONS:-1000}"
+
+
+def test_the_web_servers_processes_and_connections_come_from_one_setting_each(monkeypatch) -> None:
+    from coach.web_server import web_server_argv
+
+    monkeypatch.setenv("WEB_PROCESSES", "3")
+    monkeypatch.setenv("WEB_MAX_CONNECTIONS", "250")
+    argv = web_server_argv("--port", "9000")
+
+    assert argv[argv.index("--workers") + 1] == "3"
+    assert argv[argv.index("--limit-concurrency") + 1] == "250"
+    assert argv[-2:] == ["--port", "9000"]
 
 
 # The image's build step ---------------------------------------------------------------------

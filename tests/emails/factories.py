@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo, available_timezones
 from django.utils import timezone
 
 from accounts.models import User
-from emails.models import Email, EmailPreference
+from emails.models import LOOK_AT_NEXT_TICK, Email, EmailPreference
 from emails.schedule import local_time
 from offline_coach import bag_of_words_embedding
 
@@ -28,6 +28,8 @@ def prefer(user: User, **fields: object) -> EmailPreference:
     if "time_zone" in fields:
         user.time_zone = fields.pop("time_zone")
         User.objects.filter(pk=user.pk).update(time_zone=user.time_zone)
+    # As the app saves them, they are looked at by the next planning tick.
+    fields.setdefault("nudge_due_at", LOOK_AT_NEXT_TICK)
     preference, _ = EmailPreference.objects.update_or_create(
         user=user, defaults=fields, create_defaults={"frequency": EmailPreference.Frequency.WEEKLY, **fields}
     )

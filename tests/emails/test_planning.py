@@ -210,7 +210,8 @@ def test_a_large_plan_is_handed_out_in_batches_that_workers_fan_out(
 def test_planning_costs_the_same_queries_for_3_and_for_30_people(django_assert_num_queries) -> None:
     for number in range(3):
         due_now_in_utc(f"few{number}@example.com")
-    with django_assert_num_queries(3) as few:  # savepoint, the INSERT ... SELECT, release
+    # Savepoint, the INSERT ... SELECT, release; then the due-list and its new times.
+    with django_assert_num_queries(5) as few:
         assert nudges_plan(now=MONDAY_NOON) == 3
 
     for number in range(30):
@@ -246,12 +247,21 @@ def test_a_zone_the_database_does_not_know_means_no_email_rather_than_a_failed_p
 
 
 def test_no_nudge_lands_inside_quiet_hours_that_cross_midnight() -> None:
-    # 10:30 UTC is 19:30 in Tokyo, when this person's quiet hours begin (until 07:00).
-    person = due_now_in_utc("tokyo@example.com")
-    prefer(person, time_zone="Asia/Tokyo", quiet_start=time(19, 30), quiet_end=time(7, 0))
+    # 10:30 UTC is 19:30 in Tokyo, when these people's quiet hours begin (until 07:00).
     evening = datetime(2026, 11, 30, 10, 30, tzinfo=UTC)
 
+    def in_tokyo(email: str) -> EmailPreference:
+        return prefer(due_now_in_utc(email), time_zone="Asia/Tokyo", quiet_start=time(19, 30), quiet_end=time(7, 0))
+
+    quiet = in_tokyo("quiet@example.com")
     assert nudges_plan(now=evening) == 0
+    # Looked at again at the first planning tick of Tokyo's next sending window, from 09:00
+    # (after the quiet hours, which end at 07:00), and not before.
+    quiet.refresh_from_db()
+    assert quiet.nudge_due_at == datetime(2026, 12, 1, 0, 5, tzinfo=UTC)
+    assert nudges_plan(now=quiet.nudge_due_at) == 1
+
+    in_tokyo("just-in-time@example.com")
     assert nudges_plan(now=evening - timedelta(minutes=1)) == 1
 
 
