@@ -22,7 +22,7 @@ from django.db import models
 from pgvector.django import VectorField
 
 from accounts.models import User
-from accounts.pages import WRITTEN_BY
+from accounts.pages import written_by
 from coach.models import ChatSession, Message
 from coach.prompting import KEPT_PROMPT_FIELDS
 from emails.models import Email, EmailPreference
@@ -110,7 +110,7 @@ def account_export(*, user: User, now: datetime) -> dict[str, Any]:
         "memories": [
             {
                 **_row(m),
-                "written_by": WRITTEN_BY.get(m.source, m.source),
+                "written_by": written_by(m),
                 "kept_because": protection_reason(m.facts),
                 "history": history.get(m.pk, []),
             }

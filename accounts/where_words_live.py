@@ -188,6 +188,7 @@ NO_WORDS = {
     "memory_memory.tier": "a choice",
     "memory_memory.category": "a choice",
     "memory_memory.source": "who wrote it",
+    "memory_memory.imported_from": "which assistant an import came from, a name from the import page's list",
     "memory_memory.status": "an intention's state",
     "memory_memory.embedding_model": "a model's name",
     "memory_memoryevent.action": "what happened",
