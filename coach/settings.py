@@ -293,6 +293,13 @@ EMAIL_NUDGE_PLANNING_MINUTES = (5, 20, 35, 50)
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     # Sessions idle for COACH_SESSION_IDLE_MINUTES are ended and summarised.
     "end-idle-sessions": {"task": "coach.tasks.end_idle_sessions", "schedule": 300.0},
+    # Every ten seconds: a temporary conversation its person left (or that went idle), with
+    # no page of it open, is deleted with everything said in it.
+    "sweep-temporary-conversations": {
+        "task": "coach.tasks.sweep_temporary_conversations",
+        "schedule": 10.0,
+        "options": {"expires": 9},
+    },
     # Every half minute: a turn whose web process died (past its deadline, still
     # "answering") is ended failed and retryable.
     "sweep-stale-turns": {"task": "coach.tasks.sweep_stale_turns", "schedule": 30.0, "options": {"expires": 25}},

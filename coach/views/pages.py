@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import RequestDataTooBig
 from django.db.models import QuerySet
@@ -41,6 +42,7 @@ from coach.selectors import (
     session_messages,
     session_to_write_in,
     sessions_for_user,
+    sessions_listed_for_user,
 )
 from coach.services import (
     MessageRejected,
@@ -49,6 +51,7 @@ from coach.services import (
     session_end,
     session_start,
 )
+from coach.temporary import temporary_conversation_forget, temporary_conversation_shown
 from coach.turn import turn_start
 from coach.views.model_help import demo_coach_answers
 
@@ -65,6 +68,7 @@ TOO_MANY_SESSIONS = "You started several conversations just now. Wait a minute b
 CANNOT_STOP = "The reply can't be stopped just now; it will finish by itself in a moment."
 TOO_LONG = "That message is too long to send; the most is {most:,} characters. Try splitting it in two."
 CANNOT_SAVE = "We can't save right now; your text is kept in the box. Try again in a moment."
+TEMPORARY_DELETED = "Your temporary conversation is deleted, with everything said in it."
 
 
 @dataclass(frozen=True)
@@ -87,7 +91,7 @@ def chat(request: HttpRequest) -> HttpResponse:
         return landing(request)
     if request.user.onboarded_at is None:
         return redirect("onboarding")
-    latest = sessions_for_user(user=request.user).filter(ended_at__isnull=True).first()
+    latest = sessions_listed_for_user(user=request.user).filter(ended_at__isnull=True).first()
     if latest is not None:
         return redirect("session", pk=latest.pk)
     return render(request, "coach/chat.html", _page_context(request, user=request.user, session=None))
@@ -154,6 +158,7 @@ def session_new(request: SignedInHttpRequest) -> HttpResponse:
 @require_GET
 def session_page(request: SignedInHttpRequest, pk: int) -> HttpResponse:
     session = get_object_or_404(sessions_for_user(user=request.user), pk=pk)
+    temporary_conversation_shown(session=session)
     return render(request, "coach/chat.html", _page_context(request, user=request.user, session=session))
 
 
@@ -265,6 +270,12 @@ def reply_stop(request: SignedInHttpRequest, pk: int, message_pk: int) -> HttpRe
 @changes_counted
 def session_close(request: SignedInHttpRequest, pk: int) -> HttpResponse:
     session = get_object_or_404(sessions_for_user(user=request.user), pk=pk)
+    if session.temporary:
+        # Ending a temporary conversation deletes it, and everything said in it.
+        temporary_conversation_forget(user_id=request.user.pk, session_id=pk)
+        messages.success(request, TEMPORARY_DELETED)
+        url = reverse("session_new")
+        return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
     session_end(session=session)
     # Back to the conversation, which now says it ended and shows its summary when written:
     # another conversation in its place would leave the person wondering what happened.
@@ -316,7 +327,7 @@ def _page_context(request: HttpRequest, *, user: User, session: ChatSession | No
     ]
     return {
         "session": session,
-        "sessions": sessions_for_user(user=user)[:SIDEBAR_SESSIONS],
+        "sessions": sessions_listed_for_user(user=user)[:SIDEBAR_SESSIONS],
         "exchanges": exchanges,
         "answering": any(e.message.status in (Message.Status.PENDING, Message.Status.ANSWERING) for e in exchanges),
         "client_id": uuid.uuid4(),

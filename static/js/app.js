@@ -337,6 +337,16 @@
 
   document.addEventListener("htmx:load", (event) => onLoad(event.detail.elt));
 
+  // A temporary conversation is deleted once its page is left (closed, or left for another
+  // page): the page says so as it goes. A reload, or another tab on it, keeps it.
+  window.addEventListener("pagehide", (event) => {
+    const url = document.getElementById("messages")?.dataset.leaveUrl;
+    if (!url || event.persisted) return;
+    const data = new FormData();
+    data.append("csrfmiddlewaretoken", document.querySelector('input[name="csrfmiddlewaretoken"]')?.value || "");
+    navigator.sendBeacon(url, data);
+  });
+
   document.addEventListener("click", (event) => {
     // A Stop says so at once; the reply ends within a moment, with what was written kept.
     const stop = event.target.closest?.(".stop-button");

@@ -317,9 +317,7 @@ def test_the_new_conversation_page_offers_not_to_remember_it_and_a_link_ticks_th
 
 
 @pytest.mark.django_db
-def test_starting_a_conversation_not_remembered_over_htmx_marks_it_and_its_page_says_so(
-    client: Client, user: User
-) -> None:
+def test_starting_a_temporary_conversation_over_htmx_marks_it_and_its_page_says_so(client: Client, user: User) -> None:
     client.force_login(user)
     remembered = make_session(user, "An ordinary chat", "Sure.")
 
@@ -331,11 +329,12 @@ def test_starting_a_conversation_not_remembered_over_htmx_marks_it_and_its_page_
 
     private = ChatSession.objects.exclude(pk=remembered.pk).get(user=user)
     assert response.status_code == 200 and response["HX-Redirect"] == f"/chat/{private.pk}/"
-    assert (private.remembered, remembered.remembered) == (False, True)
+    assert (private.remembered, private.temporary, remembered.remembered) == (False, True, True)
     page = client.get(f"/chat/{private.pk}/").content.decode()
-    assert "This conversation is not remembered." in page
-    assert page.count('class="session-tag">Not remembered<') == 1
-    assert "This conversation is not remembered." not in client.get(f"/chat/{remembered.pk}/").content.decode()
+    assert "Temporary conversation: deleted when you leave it." in page
+    # Listed nowhere, its own page included: only the remembered one is.
+    assert 'class="session-tag">Not remembered<' not in page and f'href="/chat/{private.pk}/"' not in page
+    assert "Temporary conversation" not in client.get(f"/chat/{remembered.pk}/").content.decode()
 
 
 @pytest.mark.django_db
