@@ -379,6 +379,11 @@ if not 0 <= EMAIL_SENDING_WINDOW_START < EMAIL_SENDING_WINDOW_END <= 24:
     raise ImproperlyConfigured(
         "EMAIL_SENDING_WINDOW_START and EMAIL_SENDING_WINDOW_END are local hours, 0-23 then a later one up to 24."
     )
+# No nudge or check-in reaches a person within this many hours of the last message they
+# wrote to their coach (nor while they are in a conversation, nor in their first day).
+EMAIL_WAIT_AFTER_CHAT_HOURS = env_float("EMAIL_WAIT_AFTER_CHAT_HOURS", default=12.0)
+if EMAIL_WAIT_AFTER_CHAT_HOURS < 0:
+    raise ImproperlyConfigured("EMAIL_WAIT_AFTER_CHAT_HOURS is a number of hours, 0 or more.")
 # Cosine similarity above which a draft reads too like one of the last five emails: it is
 # redrafted once, then skipped.
 EMAIL_REPEAT_THRESHOLD = env_float("EMAIL_REPEAT_THRESHOLD", default=0.9)

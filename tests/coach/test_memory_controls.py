@@ -275,11 +275,12 @@ def test_with_memory_off_no_email_is_planned_and_one_planned_before_is_skipped(
     user: User, model_server: ModelServer
 ) -> None:
     from emails.sending import email_send
-    from tests.emails.factories import make_email
+    from tests.emails.factories import make_email, settled
 
     now = timezone.now()
     reachable_now(user, now, frequency="weekly", session_summaries=True)
     make_session(user, "Hello", "Hi!")
+    settled(user)
     make_memory(user, "talk", tier="prospective", category="goal", due_at=now + timedelta(days=2))
     # Planned a while ago and kept back since (quiet hours, say): no gap stands in the way.
     planned_before = make_email(user, kind="nudge", period_key="earlier", created_at=now - timedelta(days=30))
