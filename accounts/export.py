@@ -81,7 +81,7 @@ _INTERNAL = {
         {"attempt", "claimed_at", "claimed_by", "heartbeat_at", "waiting_since", "client_id", "continues_reply_id"}
     ),
     "coach.chatsession": frozenset({*KEPT_PROMPT_FIELDS, "summary_claimed_at", "history_from_id"}),
-    "emails.email": frozenset({"claimed_at", "claimed_by", "claim_token", "body_sent_at", "attempts"}),
+    "emails.email": frozenset({"claimed_at", "claimed_by", "claim_token", "heartbeat_at", "body_sent_at", "attempts"}),
 }
 
 

@@ -5,6 +5,11 @@ named by a city), grouped by region, each with its country so "Norway" finds Osl
 legacy aliases the database also carries (US/Pacific, Etc/GMT+3, EST, Asia/Calcutta...)
 are left out of the list; a name a browser or an older account still uses is read as the
 place it stands for. UTC stays, first.
+
+What the tz database holds does not change while a process runs, so the list, its places
+and the names it knows are read once, as this module is imported (a web process imports
+it before its first request): asking which names are zones scans the whole database on
+disk, which once cost a fresh process's first account page tens of seconds, once per zone.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ def zone_label(name: str) -> str:
 
 def is_zone(name: str) -> bool:
     """Whether `name` is a zone this machine knows, alias or not."""
-    return name in zoneinfo.available_timezones()
+    return name in _zones()
 
 
 def known_zone(name: str) -> str:
@@ -64,16 +69,21 @@ def zone_choices(*, current: str = "") -> list[tuple[str, object]]:
     """The picker's choices: UTC, then one group a region ("America": [(zone, "New York,
     United States"), ...]), places in alphabetical order. A `current` zone the list does
     not hold (an alias kept on an older account) is offered too, so it is never lost."""
-    grouped: dict[str, list[tuple[str, str]]] = {region: [] for region in REGIONS}
-    for name, country in _places().items():
-        grouped[name.split("/", 1)[0]].append((name, _place_label(name, country)))
     choices: list[tuple[str, object]] = [(UTC_NAME, UTC_NAME)]
     if current and current != UTC_NAME and current not in _pickable() and is_zone(current):
         choices.append((current, readable(current)))
-    for region, places in grouped.items():
-        if places:
-            choices.append((region, sorted(places, key=lambda choice: choice[1])))
-    return choices
+    return choices + list(_regions())
+
+
+@cache
+def _regions() -> tuple[tuple[str, tuple[tuple[str, str], ...]], ...]:
+    """Each region with its places, labelled and in alphabetical order: the same for everyone."""
+    grouped: dict[str, list[tuple[str, str]]] = {region: [] for region in REGIONS}
+    for name, country in _places().items():
+        grouped[name.split("/", 1)[0]].append((name, _place_label(name, country)))
+    return tuple(
+        (region, tuple(sorted(places, key=lambda choice: choice[1]))) for region, places in grouped.items() if places
+    )
 
 
 def _place_label(name: str, country: str) -> str:
@@ -83,6 +93,12 @@ def _place_label(name: str, country: str) -> str:
     area = " / ".join(part for part in within if part != country)
     place = f"{city} ({area})" if area else city
     return f"{place}, {country}" if country else place
+
+
+@cache
+def _zones() -> frozenset[str]:
+    """Every zone name this machine knows, aliases included: a scan of the database on disk."""
+    return frozenset(zoneinfo.available_timezones())
 
 
 @cache
@@ -101,7 +117,7 @@ def _places() -> dict[str, str]:
     if not places:
         # A system without the tz database's tables: every zone under a region, which
         # still leaves out the US/..., Etc/... and three-letter aliases.
-        return {name: "" for name in sorted(zoneinfo.available_timezones()) if name.split("/", 1)[0] in REGIONS}
+        return {name: "" for name in sorted(_zones()) if name.split("/", 1)[0] in REGIONS}
     return {name: ", ".join(dict.fromkeys(names)) for name, names in sorted(places.items())}
 
 
@@ -123,3 +139,8 @@ def _rows(filename: str, *, columns: int, separator: str | None = "\t") -> list[
             rows = (line.split(separator) for line in lines if line and not line.startswith("#"))
             return [row for row in rows if len(row) >= columns]
     return []
+
+
+# Read now, once: see the module's docstring.
+_regions()
+_links()

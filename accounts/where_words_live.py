@@ -27,6 +27,7 @@ class Way(StrEnum):
     MEMORIES_DELETED_ALL = "the person deletes all their memories"
     SUMMARY_DELETED = "the person deletes a conversation's summary"
     CONVERSATION_DELETED = "the person deletes a conversation"
+    MESSAGE_EDITED = "the person edits their last message (its earlier words, and the answers to them)"
     SAID_WITH_MEMORY_OFF = "the person says something while their memory is off"
     NOT_REMEMBERED = "the person holds a temporary conversation (not remembered): deleted when they leave it or it ends"
     ACCOUNT_ERASED = "the person erases their account"
@@ -38,13 +39,17 @@ EVERY_WAY = frozenset(Way)
 _MEMORY = frozenset({Way.MEMORY_DELETED, Way.MEMORIES_DELETED_ALL, Way.ACCOUNT_ERASED, Way.UNDO_VOIDED})
 # Words that never reach anything the coach keeps or makes of a conversation.
 _NEVER_KEPT = frozenset({Way.SAID_WITH_MEMORY_OFF, Way.NOT_REMEMBERED})
-# What the coach makes of a conversation (its summary, the look-back's vectors).
-_OF_A_CONVERSATION = frozenset({Way.SUMMARY_DELETED, Way.CONVERSATION_DELETED, Way.ACCOUNT_ERASED}) | _NEVER_KEPT
+# What the coach makes of a conversation (its summary, the look-back's vectors). An edit
+# reaches them too: only a conversation under way is edited, never yet summarised.
+_OF_A_CONVERSATION = (
+    frozenset({Way.SUMMARY_DELETED, Way.CONVERSATION_DELETED, Way.ACCOUNT_ERASED, Way.MESSAGE_EDITED}) | _NEVER_KEPT
+)
 # What is drawn on both (the emails, the kept prompt that quotes them).
 _DRAWN_ON_BOTH = _OF_A_CONVERSATION | {Way.MEMORIES_DELETED_ALL}
-# The conversation itself, its words as said: deleting it (or the account) reaches it, and a
-# temporary conversation is deleted when it is left or ends (coach/temporary.py).
-_CONVERSATION = frozenset({Way.CONVERSATION_DELETED, Way.NOT_REMEMBERED, Way.ACCOUNT_ERASED})
+# The conversation itself, its words as said: deleting it (or the account) reaches it, an
+# edit the words it replaces, and a temporary conversation is deleted when it is left or
+# ends (coach/temporary.py).
+_CONVERSATION = frozenset({Way.CONVERSATION_DELETED, Way.NOT_REMEMBERED, Way.ACCOUNT_ERASED, Way.MESSAGE_EDITED})
 _ACCOUNT = frozenset({Way.ACCOUNT_ERASED})
 
 
@@ -122,13 +127,15 @@ REDIS = Place(
             Way.CONVERSATION_DELETED,
             Way.NOT_REMEMBERED,
             Way.ACCOUNT_ERASED,
+            Way.MESSAGE_EDITED,
         }
     ),
 )
 EXPORT = Place(
     "the export",
     "the person's download of everything the app holds about them (a zip: the JSON and the page of it)",
-    _MEMORY | {Way.SUMMARY_DELETED, Way.CONVERSATION_DELETED, Way.NOT_REMEMBERED, Way.ACCOUNT_ERASED},
+    _MEMORY
+    | {Way.SUMMARY_DELETED, Way.CONVERSATION_DELETED, Way.NOT_REMEMBERED, Way.ACCOUNT_ERASED, Way.MESSAGE_EDITED},
 )
 SEARCH_MEMORIES = Place("search_memories", "what the coach finds in the person's memories", _MEMORY_TEXT)
 LOOK_BACK = Place(
@@ -146,7 +153,14 @@ NEXT_REQUEST_OPEN = Place(
     "what the model is sent at the next turn of a conversation under way: its kept prompt, "
     "the notes of what changed since, its own history",
     _MEMORY
-    | {Way.MEMORIES_DELETED_ALL, Way.SUMMARY_DELETED, Way.CONVERSATION_DELETED, Way.NOT_REMEMBERED, Way.ACCOUNT_ERASED},
+    | {
+        Way.MEMORIES_DELETED_ALL,
+        Way.SUMMARY_DELETED,
+        Way.CONVERSATION_DELETED,
+        Way.NOT_REMEMBERED,
+        Way.ACCOUNT_ERASED,
+        Way.MESSAGE_EDITED,
+    },
 )
 UNDO_TOKEN = Place(
     "an undo token",
@@ -198,6 +212,8 @@ NO_WORDS = {
     "emails_outgoingmail.from_email": "the app's sending address",
     "emails_outgoingmail.status": "where the mail is",
     "emails_outgoingmail.error": "the app's own words for why it failed",
+    "emails_outgoingmail.message_id": "the Message-ID made for it",
+    "emails_outgoingmail.claimed_by": "which process sends it",
     "emails_weeklyepisoderequest.week_key": "which week",
     "emails_weeklyepisoderequest.error": "the app's own words for why it failed",
     "memory_memory.tier": "a choice",

@@ -40,6 +40,7 @@ django_for_benchmarks()
 
 from django.conf import settings  # noqa: E402
 
+from bench.long_conversations.block_cost import block_cost_table  # noqa: E402
 from bench.long_conversations.dataset import DatasetError, load_conversations  # noqa: E402
 from bench.long_conversations.look_back import look_back  # noqa: E402
 from bench.long_conversations.questions import Probe  # noqa: E402
@@ -109,6 +110,8 @@ def print_tables(runs: list[Run], available: bool, why_not: str) -> None:
             f"target: the look-back alone >= {TARGET_LOOK_BACK:.0%} within {settings.COACH_LOOK_BACK_MAX_TOKENS:,} "
             f"tokens: {alone:.1%}, its largest result {within:,} tokens, {verdict}"
         )
+        print("\nThe memory block, a kept note at a time (target: at most half the JSON line's tokens)")
+        print("\n".join(block_cost_table(runs)))
         print("\nThe question in the person's voice and as the dataset words it")
         print("\n".join(forms_table(runs)))
         print("\nThe look-back's variants, questions in the person's voice")

@@ -28,9 +28,10 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "coach.settings")
 django_application = get_asgi_application()
 
 from infra.log_filters import access_log_without_query_strings  # noqa: E402 (Django is set up above)
-from infra.startup import url_resolvers_filled  # noqa: E402
+from infra.startup import templates_compiled, url_resolvers_filled  # noqa: E402
 
 url_resolvers_filled()
+templates_compiled()
 # Whatever serves this app (the run command, the image, compose) logs paths, not searches.
 access_log_without_query_strings()
 

@@ -146,6 +146,14 @@ def turn_heartbeat(*, attempt: Attempt) -> bool:
     return _held(attempt).update(heartbeat_at=Now()) == 1
 
 
+def attempt_under_way(attempt: Attempt) -> bool:
+    """Asked inside a memory write's transaction (memory.tool_context): whether the attempt
+    still holds its message, whose row stays locked until that transaction ends. So the
+    attempt's end (the reply saved, a failure, a stop, the sweep) waits for a write under
+    way, and a write that comes after the end is refused."""
+    return _held(attempt).select_for_update(no_key=True).exists()
+
+
 def reply_save(
     *, attempt: Attempt, text: str, tokens: ReplyTokens | None = None, now: datetime | None = None
 ) -> Message:

@@ -16,6 +16,7 @@ transaction while waiting on the model.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -45,6 +46,9 @@ class _Pending:
     message_id: int | None = None
     reply_id: int | None = None
     text_at: datetime | None = None
+    # The attempt that answered the message when its words were read: answered anew since
+    # (coach/answer_anew.py), the words embedded may be gone, and the vector is not kept.
+    attempt: uuid.UUID | None = None
 
 
 # Fewer words than this, and what the person said ("yes", "that one") means little alone.
@@ -150,7 +154,7 @@ def _exchanges_after(user_id: int, model: str, after_pk: int, limit: int) -> lis
         _exchanges_waiting(model)
         .filter(session__user_id=user_id, pk__gt=after_pk)
         .order_by("pk")
-        .only("pk", "session_id", "content")[:limit]
+        .only("pk", "session_id", "content", "attempt")[:limit]
     )
     if not messages:
         return []
@@ -171,6 +175,7 @@ def _exchanges_after(user_id: int, model: str, after_pk: int, limit: int) -> lis
                 words=exchange_words(said=message.content, answered=reply.content if reply else ""),
                 message_id=message.pk,
                 reply_id=reply.pk if reply else None,
+                attempt=message.attempt,
             )
         )
     return pending
@@ -199,8 +204,14 @@ def _embedded(batch: list[_Pending], *, user_id: int, kind: str, model: str) -> 
         # are not written) or waits for these rows and takes them with it.
         if kind == Kind.EXCHANGE:
             message_ids = [item.message_id for item in texts if item.message_id is not None]
-            alive = set(Message.objects.select_for_update().filter(pk__in=message_ids).values_list("pk", flat=True))
-            kept = [(item, e) for item, e in zip(texts, vectors, strict=True) if item.message_id in alive]
+            locked = Message.objects.select_for_update().filter(pk__in=message_ids, status=Message.Status.ANSWERED)
+            answered_by = dict(locked.values_list("pk", "attempt"))
+            kept = [
+                (item, e)
+                for item, e in zip(texts, vectors, strict=True)
+                if item.message_id in answered_by and answered_by[item.message_id] == item.attempt
+            ]
+            alive = {item.message_id for item, _ in kept if item.message_id is not None}
             ConversationEmbedding.objects.filter(kind=kind, message_id__in=alive).delete()
         else:
             session_ids = [item.session_id for item in texts]

@@ -12,22 +12,26 @@ from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 from django.middleware.csp import get_nonce
 from django.shortcuts import render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.cache import patch_cache_control
 from django.utils.decorators import sync_and_async_middleware, sync_only_middleware
 from django.utils.http import url_has_allowed_host_and_scheme
 from django_htmx.middleware import HtmxDetails
 
-from infra.readonly import refuses_writes
+from infra.write_refusals import OUT_OF_CONNECTIONS, why_writes_refused
 
 if TYPE_CHECKING:
     from accounts.models import User
 
 logger = logging.getLogger(__name__)
 
-# What a person reads when the database refuses writes (a standby after a failover, or
-# one set read-only), unless the view has words of its own.
+# What a person reads when the database cannot take a write (a standby after a failover,
+# one set read-only, a full disk, no connection to spare), unless the view has words of
+# its own.
 CANNOT_SAVE = "We can't save right now, so nothing was changed. Try again in a moment."
+# What a page that only reads says when there is no connection to read it with.
+CANNOT_READ = "We can't reach your coach's records right now. Try again in a moment."
 
 type SyncGetResponse = Callable[[HttpRequest], HttpResponseBase]
 type AsyncGetResponse = Callable[[HttpRequest], Awaitable[HttpResponseBase]]
@@ -152,12 +156,15 @@ def too_large_text() -> str:
 
 
 class WritesRefusedAnswered:
-    """A database that refuses writes gives the page's own error, with a 503, never a 500.
+    """A database that cannot take a write (read-only, its disk full, out of connections:
+    infra/write_refusals.py) gives the page's own error, with a 503, never a 500.
 
-    Reads still work, so pages show; only what saves fails, whichever view it is in. An
-    htmx request gets the words as plain text, which the page shows beside the form that
-    sent it (and a refused form keeps what was typed). A plain form post gets the page the
-    view names with `when_writes_refused`, or else a short page saying so.
+    Reads still work where there is a connection to read with, so pages show; only what
+    saves fails, whichever view it is in. An htmx request gets the words as plain text,
+    which the page shows beside the form that sent it (and a refused form keeps what was
+    typed). A plain form post gets the page the view names with `when_writes_refused`, or
+    else a short page saying so. A page that only reads, and found no connection, says
+    that instead.
 
     Synchronous, like every middleware inside the static files (see never_stored)."""
 
@@ -171,9 +178,15 @@ class WritesRefusedAnswered:
         return self.get_response(request)
 
     def process_exception(self, request: HtmxHttpRequest, exception: Exception) -> HttpResponse | None:
-        if not refuses_writes(exception):
+        why = why_writes_refused(exception)
+        if why is None:
             return None
-        logger.warning("the database refuses writes: %s %s answered 503", request.method, request.path)
+        logger.warning("the database cannot take writes (%s): %s %s answered 503", why, request.method, request.path)
+        reading = request.method in ("GET", "HEAD")
+        if why == OUT_OF_CONNECTIONS and (reading or not request.htmx):
+            # A page is read from the database too (the view's, or only its person): with
+            # no connection to give, only words that need none.
+            return cannot_save(request, CANNOT_READ if reading else CANNOT_SAVE, reading=reading, offline=True)
         match = request.resolver_match
         if match is not None:
             answer: Callable[..., HttpResponse] | None = getattr(match.func, _ANSWER, None)
@@ -189,7 +202,8 @@ _ANSWER = "when_writes_refused"
 def when_writes_refused[V: Callable[..., HttpResponseBase]](answer: Callable[..., HttpResponse]) -> Callable[[V], V]:
     """Name the page a view answers with when the database refuses its writes: `answer`
     takes the request and the view's URL arguments (applied inside login_required and the
-    like, whose wrappers carry the name outward)."""
+    like, whose wrappers carry the name outward). Its answer to an htmx request reads
+    nothing from the database: it is given when there is no connection to read with too."""
 
     def named(view: V) -> V:
         setattr(view, _ANSWER, answer)
@@ -198,13 +212,18 @@ def when_writes_refused[V: Callable[..., HttpResponseBase]](answer: Callable[...
     return named
 
 
-def cannot_save(request: HtmxHttpRequest, text: str) -> HttpResponse:
+def cannot_save(request: HtmxHttpRequest, text: str, *, reading: bool = False, offline: bool = False) -> HttpResponse:
     """503: `text` as plain words for an htmx request (its page shows them beside the form
     that sent it), or, for a plain form post, a page saying nothing was changed, with the
-    way back to the form."""
+    way back to the form (`reading`: a page that could not be read, to be asked again).
+    `offline`: the page is made of nothing the request would read from the database (its
+    person, its login session's messages), for a database with no connection to give."""
     if request.htmx:
         return HttpResponse(text, status=503, content_type="text/plain; charset=utf-8")
-    return render(request, "coach/cannot_save.html", {"back": way_back(request)}, status=503)
+    context = {"back": way_back(request), "reading": reading, "again": request.get_full_path()}
+    if offline:
+        return HttpResponse(render_to_string("coach/cannot_save.html", context), status=503)
+    return render(request, "coach/cannot_save.html", context, status=503)
 
 
 def way_back(request: HttpRequest) -> str:

@@ -114,6 +114,9 @@ class Message(models.Model):
         # A reply the model stopped at its length limit (COACH_MAX_TOKENS): kept, marked so,
         # and the person may have the coach go on from it.
         LIMITED = "limited"
+        # A whole or stopped reply the person had answered again (coach/answer_anew.py): an
+        # earlier version they may page back to, never sent to the model nor searched again.
+        REPLACED = "replaced"
 
     session = models.ForeignKey(ChatSession, on_delete=models.DB_CASCADE, related_name="messages")
     role = models.CharField(max_length=16, choices=Role.choices)

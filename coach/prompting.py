@@ -94,8 +94,9 @@ def conversation_for_turn(*, user: User, message: Message, now: datetime, earlie
     return Conversation(
         messages=[
             {"role": "system", "content": session.prompt},
-            *_with_notes(history.messages, notes, nonce=session.prompt_nonce),
-            {"role": "user", "content": message.content},
+            # A note of what an earlier answer to this very message changed (it was answered
+            # again, or retried) comes after it: the request begins as that answer's did.
+            *_with_notes([*history.messages, message], notes, nonce=session.prompt_nonce),
         ],
         memory=memory,
         history_dropped=history.dropped,

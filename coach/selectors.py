@@ -72,22 +72,27 @@ class KeptMemory:
 
 
 def memories_kept_from(*, user: User, messages: Sequence[Message]) -> dict[int, list[KeptMemory]]:
-    """What each finished exchange left in the person's memory, by the id of the message
-    that began it: the quiet cues its reply showed as it was written, shown again on a page
-    loaded afterwards. Only what is kept now, as it reads now: a memory since deleted is not
-    named, and one changed by a later exchange is shown under that one. An exchange still
-    being answered has none here: its reply's stream replays its cues.
+    """What each exchange left in the person's memory, by the id of the message that began
+    it: the quiet cues its reply showed as it was written, shown again on a page loaded
+    afterwards. Only what is kept now, as it reads now: a memory since deleted is not
+    named, and one changed by a later exchange is shown under that one. Of an exchange
+    still being answered, only what its earlier answers left (it was answered again,
+    edited or retried): what the answer being written keeps, its reply's stream replays.
 
-    A memory is new to the exchange when it was made after the exchange's last answer began
-    (a retry is a new start); one the person's other turn made meanwhile counts as new too."""
-    finished = {m.pk: m for m in messages if m.role == Message.Role.USER and m.status not in UNANSWERED}
+    A memory is new to the exchange when it was made after the message was sent, by any
+    answer to it (a retry's, a replaced one's); one the person's other turn made meanwhile
+    counts as new too."""
+    people = {m.pk: m for m in messages if m.role == Message.Role.USER}
     kept: dict[int, list[KeptMemory]] = {}
-    for memory in memories_learned_in(user=user, message_ids=list(finished)):
+    for memory in memories_learned_in(user=user, message_ids=list(people)):
         assert memory.message_id is not None  # learned in one of these messages
-        message = finished[memory.message_id]
-        began = message.claimed_at or message.created_at
+        message = people[memory.message_id]
+        if message.status in UNANSWERED and (
+            message.waiting_since is None or memory.updated_at >= message.waiting_since
+        ):
+            continue
         kept.setdefault(message.pk, []).append(
-            KeptMemory(memory_id=memory.pk, summary=memory.summary, new=memory.created_at >= began)
+            KeptMemory(memory_id=memory.pk, summary=memory.summary, new=memory.created_at >= message.created_at)
         )
     return kept
 

@@ -76,7 +76,7 @@ def session_start(
     request) is the conversation the first one started, not a second one."""
     now = now or timezone.now()
     if first_message is not None:
-        _check_text(first_message)
+        message_text_checked(first_message)
     with transaction.atomic():
         # Serialises this person's new conversations, so two submissions cannot both start
         # one; and reads their memory setting as it stands now, not as the caller saw it.
@@ -130,7 +130,7 @@ def message_post_as(
     ChatSession.DoesNotExist if it is not theirs, and TooManyTurns when `turns_at_most` of
     their messages are already waiting for, or getting, a reply."""
     now = now or timezone.now()
-    text = _check_text(text)
+    text = message_text_checked(text)
     try:
         return _message_added(
             user_id=user_id, session_id=session_id, text=text, client_id=client_id, now=now, turns_at_most=turns_at_most
@@ -165,7 +165,7 @@ def _message_added(
             session.ended_at, session.summarised_at, session.summary_claimed_at = None, None, None
         if not session.title and not session.temporary:
             # A temporary conversation is never named by what was said in it.
-            session.title = _title_from(text)
+            session.title = title_from(text)
         # The message and the conversation's new state, in one statement that also reads
         # what the checks below need: the submission with this client id if there is one,
         # else the person's last message, if it came within the last minute. A statement
@@ -298,7 +298,9 @@ def message_keep_out(*, user_id: int, message_id: int) -> bool:
     return marked == 1
 
 
-def _check_text(text: str) -> str:
+def message_text_checked(text: str) -> str:
+    """What the person wrote, as it is kept (stripped); MessageRejected, with words for
+    them, when it cannot be sent."""
     text = text.strip()
     if not text:
         raise MessageRejected("Write something first: the message is empty.")
@@ -310,7 +312,8 @@ def _check_text(text: str) -> str:
     return text
 
 
-def _title_from(text: str) -> str:
+def title_from(text: str) -> str:
+    """A conversation's title: its first message's first line, cut at a word."""
     first_line = " ".join(text.split())
     if len(first_line) <= TITLE_MAX_CHARS:
         return first_line

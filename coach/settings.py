@@ -334,12 +334,13 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "schedule": 60.0,
         "options": {"expires": 55},
     },
-    # Every minute: emails whose time has come (kept back by quiet hours, or whose task
-    # was lost) are handed to a worker; claims of workers that died are released.
+    # Every 5 seconds: claims of senders that died (their process gone, or their heartbeat
+    # silent for EMAIL_CLAIM_SILENT_SECONDS) are handed on, and emails whose time has come
+    # (kept back by quiet hours, given back for a retry, or whose task was lost) go to a worker.
     "dispatch-due-emails": {
         "task": "emails.tasks.dispatch_due_emails",
-        "schedule": 60.0,
-        "options": {"expires": 55},
+        "schedule": 5.0,
+        "options": {"expires": 4},
     },
     # Every night: forgotten memories past their restore window lose their text from the
     # history, and each person's history is bounded (MEMORY_HISTORY_MAX_EVENTS).
@@ -398,7 +399,7 @@ WEEKLY_EPISODE_DUE_DAYS = env_int("WEEKLY_EPISODE_DUE_DAYS", default=7)
 # How long the sender waits for each SMTP reply (RFC 5321 section 4.5.3.2): the greeting,
 # EHLO, STARTTLS, AUTH, MAIL and RCPT; DATA's 354; each block of the message sent; and the
 # reply to its end. Past the last, the email may have been delivered: it is recorded
-# sent-unconfirmed and never sent again. (Account mail keeps EMAIL_TIMEOUT_SECONDS.)
+# sent-unconfirmed and never sent again. Account mail is sent by the same rule.
 EMAIL_SMTP_COMMAND_TIMEOUT_SECONDS = env_float("EMAIL_SMTP_COMMAND_TIMEOUT_SECONDS", default=300.0)
 EMAIL_SMTP_DATA_TIMEOUT_SECONDS = env_float("EMAIL_SMTP_DATA_TIMEOUT_SECONDS", default=120.0)
 EMAIL_SMTP_BLOCK_TIMEOUT_SECONDS = env_float("EMAIL_SMTP_BLOCK_TIMEOUT_SECONDS", default=180.0)
@@ -413,16 +414,13 @@ EMAIL_SMTP_LONGEST_SECONDS = (
     + EMAIL_SMTP_END_OF_DATA_TIMEOUT_SECONDS
     + 5
 )
-# A claim this old belongs to a worker that died mid-send and never started again under
-# its name (a restart releases its claims at once): the dispatcher queues the email again,
-# or records it sent-unconfirmed if its end had gone. Longer than any SMTP exchange, so a
-# slow but living sender is never taken for dead.
-EMAIL_CLAIM_STALE_SECONDS = env_int("EMAIL_CLAIM_STALE_SECONDS", default=int(EMAIL_SMTP_LONGEST_SECONDS) + 60)
-if not EMAIL_CLAIM_STALE_SECONDS > EMAIL_SMTP_LONGEST_SECONDS:
-    raise ImproperlyConfigured(
-        f"EMAIL_CLAIM_STALE_SECONDS must be above the longest SMTP exchange the EMAIL_SMTP_*_TIMEOUT_SECONDS "
-        f"allow ({EMAIL_SMTP_LONGEST_SECONDS:.0f} s), or a slow send would be taken for a dead one."
-    )
+# A sender holding an email's (or account mail's) claim beats this often, from a thread of
+# its own, whatever it waits on; one not heard from for EMAIL_CLAIM_SILENT_SECONDS died, and
+# the dispatcher hands its mail on (a sender on this host whose process is gone, at once).
+EMAIL_CLAIM_HEARTBEAT_SECONDS = env_float("EMAIL_CLAIM_HEARTBEAT_SECONDS", default=2.0)
+EMAIL_CLAIM_SILENT_SECONDS = env_float("EMAIL_CLAIM_SILENT_SECONDS", default=10.0)
+if not 0 < EMAIL_CLAIM_HEARTBEAT_SECONDS * 2 < EMAIL_CLAIM_SILENT_SECONDS:
+    raise ImproperlyConfigured("EMAIL_CLAIM_SILENT_SECONDS must be more than twice EMAIL_CLAIM_HEARTBEAT_SECONDS.")
 
 # The language model. Without OPENAI_API_KEY the app talks to its offline coach.
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
@@ -440,22 +438,38 @@ EMBEDDING_BASE_URL = env_str("EMBEDDING_BASE_URL")
 EMBEDDING_API_KEY = env_str("EMBEDDING_API_KEY")
 LLM_TIMEOUT_SECONDS = env_float("LLM_TIMEOUT_SECONDS", default=30.0)
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", default=2)
+# An embeddings request's own deadline, retries included, well inside a chat turn's (checked
+# with it below): a memory save or search whose embedding is not back by then is a tool
+# result the model acts on, not a turn held until its deadline.
+EMBEDDING_TIMEOUT_SECONDS = env_float("EMBEDDING_TIMEOUT_SECONDS", default=10.0)
 
-# The broker's visibility timeout: a task not acknowledged within it is handed to another
-# worker. So it must outlast the longest task that is running fine: a follow-up email's
-# send, its drafting (two drafts, each a completion and an embedding, each tried
-# 1 + LLM_MAX_RETRIES times) and then its SMTP exchange. Retries wait a quarter of it at
-# most; nothing waits on a countdown beyond it.
+# The longest a follow-up email's drafting takes: two drafts, each a completion and an
+# embedding, each tried 1 + LLM_MAX_RETRIES times.
 EMAIL_DRAFT_LONGEST_SECONDS = 4 * (1 + LLM_MAX_RETRIES) * LLM_TIMEOUT_SECONDS
-CELERY_VISIBILITY_TIMEOUT_SECONDS = env_int(
-    "CELERY_VISIBILITY_TIMEOUT_SECONDS",
-    default=max(3600, int(EMAIL_DRAFT_LONGEST_SECONDS + EMAIL_CLAIM_STALE_SECONDS) + 300),
+# The last resort: a claim this old is handed on even while its holder beats (one stuck for
+# good). Longer than any drafting and SMTP exchange the settings allow, so a slow but
+# living sender is never taken for dead.
+EMAIL_CLAIM_STALE_SECONDS = env_int(
+    "EMAIL_CLAIM_STALE_SECONDS", default=int(EMAIL_DRAFT_LONGEST_SECONDS + EMAIL_SMTP_LONGEST_SECONDS) + 60
 )
-if not CELERY_VISIBILITY_TIMEOUT_SECONDS > EMAIL_DRAFT_LONGEST_SECONDS + EMAIL_CLAIM_STALE_SECONDS:
+if not EMAIL_CLAIM_STALE_SECONDS > EMAIL_DRAFT_LONGEST_SECONDS + EMAIL_SMTP_LONGEST_SECONDS:
     raise ImproperlyConfigured(
-        "CELERY_VISIBILITY_TIMEOUT_SECONDS must be above the longest email send (drafting, "
-        f"{EMAIL_DRAFT_LONGEST_SECONDS:.0f} s, then EMAIL_CLAIM_STALE_SECONDS), or a send still running "
-        "would be handed to a second worker."
+        "EMAIL_CLAIM_STALE_SECONDS must be above the longest drafting and SMTP exchange the settings allow "
+        f"({EMAIL_DRAFT_LONGEST_SECONDS + EMAIL_SMTP_LONGEST_SECONDS:.0f} s), or a slow send would be taken "
+        "for a dead one."
+    )
+# The broker's visibility timeout: a task not acknowledged within it is handed to another
+# worker. So it must outlast the longest task that is running fine, a follow-up email's
+# send, which EMAIL_CLAIM_STALE_SECONDS outlasts (a second delivery of a send task finds the
+# email claimed, and sends nothing, all the same). Retries wait a quarter of it at most;
+# nothing waits on a countdown beyond it.
+CELERY_VISIBILITY_TIMEOUT_SECONDS = env_int(
+    "CELERY_VISIBILITY_TIMEOUT_SECONDS", default=max(3600, EMAIL_CLAIM_STALE_SECONDS + 300)
+)
+if not CELERY_VISIBILITY_TIMEOUT_SECONDS > EMAIL_CLAIM_STALE_SECONDS:
+    raise ImproperlyConfigured(
+        "CELERY_VISIBILITY_TIMEOUT_SECONDS must be above EMAIL_CLAIM_STALE_SECONDS, the longest email send "
+        "(drafting, then its SMTP exchange), or a send still running would be handed to a second worker."
     )
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_VISIBILITY_TIMEOUT_SECONDS}
 
@@ -485,6 +499,11 @@ COACH_TURN_SILENT_SECONDS = env_float("COACH_TURN_SILENT_SECONDS", default=8.0)
 COACH_TURN_SWEEP_SECONDS = env_float("COACH_TURN_SWEEP_SECONDS", default=2.0)
 if not 0 < COACH_TURN_HEARTBEAT_SECONDS * 2 < COACH_TURN_SILENT_SECONDS:
     raise ImproperlyConfigured("COACH_TURN_SILENT_SECONDS must be more than twice COACH_TURN_HEARTBEAT_SECONDS.")
+if not 0 < EMBEDDING_TIMEOUT_SECONDS * 4 <= COACH_TURN_DEADLINE_SECONDS:
+    raise ImproperlyConfigured(
+        "EMBEDDING_TIMEOUT_SECONDS must be at most a quarter of COACH_TURN_DEADLINE_SECONDS: "
+        "a turn may wait on a few memory tools, and must still answer within its deadline."
+    )
 # The longest the model may take to start answering (its first words, or its first tool
 # call), each time it is asked within a turn; past it the turn ends failed and retryable.
 COACH_FIRST_WORDS_SECONDS = env_int("COACH_FIRST_WORDS_SECONDS", default=20)

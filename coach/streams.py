@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from redis.typing import KeyT, StreamIdT, StreamRangeResponse, XReadResponse
+from redis.typing import EncodableT, FieldT, KeyT, StreamIdT, StreamRangeResponse, XReadResponse
 
 from infra.redis import redis_async, redis_sync
 
@@ -210,11 +210,13 @@ def session_forget(session_id: int) -> None:
     redis_sync().delete(session_key(session_id))
 
 
-def session_announce(session_id: int, message_id: int) -> None:
-    """Tell the conversation's other open tabs that a message was posted."""
+def session_announce(session_id: int, message_id: int, *, again: bool = False) -> None:
+    """Tell the conversation's other open tabs that a message was posted, or is being
+    answered `again` (retried, regenerated, edited): they show it anew."""
     key = session_key(session_id)
+    fields: dict[FieldT, EncodableT] = {"message": str(message_id), **({"again": "1"} if again else {})}
     with redis_sync().pipeline(transaction=False) as pipe:
-        pipe.xadd(key, {"message": str(message_id)}, maxlen=SESSION_STREAM_MAX_EVENTS, approximate=True)
+        pipe.xadd(key, fields, maxlen=SESSION_STREAM_MAX_EVENTS, approximate=True)
         pipe.expire(key, UNFINISHED_KEEP_SECONDS)
         pipe.execute()
 
@@ -323,11 +325,23 @@ async def reply_read(message_id: int, *, after: str, block_seconds: float) -> li
     return [_event(entry_id, fields) for entry_id, fields in _read(replies)]
 
 
-async def session_read(session_id: int, *, after: str, block_seconds: float) -> list[tuple[str, int]]:
-    """(event id, message id) of messages posted in the conversation after `after` ("$": from now)."""
+@dataclass(frozen=True)
+class Announced:
+    """A message posted in a conversation, or answered again."""
+
+    event_id: str
+    message_id: int
+    again: bool
+
+
+async def session_read(session_id: int, *, after: str, block_seconds: float) -> list[Announced]:
+    """The messages posted (or answered again) in the conversation after `after` ("$": from now)."""
     stream: dict[KeyT, StreamIdT] = {session_key(session_id): after}
     replies = await redis_async().xread(stream, count=50, block=int(block_seconds * 1000))
-    return [(str(entry_id), int(fields["message"])) for entry_id, fields in _read(replies)]
+    return [
+        Announced(str(entry_id), int(fields["message"]), fields.get("again") == "1")
+        for entry_id, fields in _read(replies)
+    ]
 
 
 async def session_latest(session_id: int) -> str:

@@ -30,6 +30,7 @@ import json
 import logging
 import threading
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -46,6 +47,7 @@ from coach.claims import (
     BegunTurn,
     ReplyTokens,
     TurnLost,
+    attempt_under_way,
     reply_fail,
     reply_of,
     reply_save,
@@ -194,7 +196,8 @@ async def _answer(begun: BegunTurn) -> None:
 
 def _tool_context(begun: BegunTurn) -> ToolContext:
     """What the turn's tool calls run with: the person, their time zone, whether memory is
-    used, the message, and the look-back, a tool of the chat's own."""
+        used, the message, the look-back (a tool of the chat's own), and whether the attempt is
+    still under way, asked as each write is made."""
     return ToolContext(
         user=begun.user,
         time_zone=begun.user.time_zone,
@@ -202,6 +205,8 @@ def _tool_context(begun: BegunTurn) -> ToolContext:
         session_id=begun.message.session_id,
         message_id=begun.message.pk,
         tools_from_above={LOOK_BACK_TOOL.name: LOOK_BACK_TOOL},
+        # A call still waiting on its embedding when the turn ends writes nothing after it.
+        turn_under_way=partial(attempt_under_way, begun.attempt),
     )
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import include, path
 
-from coach.views import health, help_page, model_help, pages, streams, temporary
+from coach.views import answer_anew, health, help_page, model_help, pages, streams, temporary
 
 urlpatterns = [
     path("", pages.chat, name="chat"),
@@ -16,6 +16,12 @@ urlpatterns = [
     path("chat/<int:pk>/messages/<int:message_pk>/retry", pages.reply_retry, name="reply_retry"),
     path("chat/<int:pk>/messages/<int:message_pk>/stop", pages.reply_stop, name="reply_stop"),
     path("chat/<int:pk>/messages/<int:message_pk>/continue", pages.reply_continue, name="reply_continue"),
+    path(
+        "chat/<int:pk>/messages/<int:message_pk>/regenerate",
+        answer_anew.message_regenerate_view,
+        name="message_regenerate",
+    ),
+    path("chat/<int:pk>/messages/<int:message_pk>/edit", answer_anew.message_edit_view, name="message_edit"),
     path("chat/<int:pk>/end", pages.session_close, name="session_end"),
     path("chat/<int:pk>/left", temporary.conversation_left, name="session_left"),
     path("help/", help_page.help_page, name="help"),

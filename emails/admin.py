@@ -35,6 +35,7 @@ class EmailAdmin(SupportSearch[Email], ReadOnlyAdmin[Email], PrivateTextAdmin[Em
         "send_after",
         "claimed_at",
         "claimed_by",
+        "heartbeat_at",
         "body_sent_at",
         "attempts",
         "provider_message_id",
@@ -78,11 +79,22 @@ class EmailPreferenceAdmin(SupportSearch[EmailPreference], ReadOnlyAdmin[EmailPr
 
 @admin.register(OutgoingMail)
 class OutgoingMailAdmin(ReadOnlyAdmin[OutgoingMail]):
-    # Account mail waiting to go (a confirmation, a reset): whether it is stuck and why. Not
-    # to whom or what: it holds links that sign a person in.
-    list_display = ["pk", "status", "attempts", "next_attempt_at", "why", "created_at"]
+    # Account mail waiting to go (a confirmation, a reset): whether it is stuck and why, and
+    # who is sending it. Not to whom or what: it holds links that sign a person in.
+    list_display = ["pk", "status", "attempts", "send_after", "why", "created_at"]
     list_filter = ["status"]
-    fields = readonly_fields = ("status", "attempts", "error", "created_at", "next_attempt_at")
+    fields = readonly_fields = (
+        "status",
+        "attempts",
+        "error",
+        "created_at",
+        "send_after",
+        "claimed_at",
+        "claimed_by",
+        "heartbeat_at",
+        "body_sent_at",
+        "message_id",
+    )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[OutgoingMail]:
         return super().get_queryset(request).defer("to", "subject", "body_text", "body_html")

@@ -39,7 +39,11 @@ def emails_drawn_on_forget(
     if every_memory:
         drawn_on |= Q(kind__in=[Kind.NUDGE, Kind.CHECK_IN])
     emails = Email.objects.filter(Q(user=user) & drawn_on)
-    emails.filter(status=Status.QUEUED).update(status=Status.SKIPPED, error=WITHDRAWN)
+    # Not gone yet, whether waiting, being drafted or being sent before its end of data:
+    # withdrawn, and its claim voided, so a sender at it now finds its token gone, saves no
+    # draft and sends nothing (emails.claims).
+    not_gone = Q(status__in=[Status.QUEUED, Status.DRAFTING]) | Q(status=Status.SENDING, body_sent_at__isnull=True)
+    emails.filter(not_gone).update(status=Status.SKIPPED, error=WITHDRAWN, claim_token=None, claimed_at=None)
     return emails.filter(Q(subject__isnull=False) | Q(embedding__isnull=False)).update(
         subject=None, body_text=None, body_html=None, embedding=None, embedding_model=""
     )

@@ -53,13 +53,14 @@ class Email(models.Model):
     """One row per email, created before sending; (user, kind, period_key) is unique, so a
     retried task, a second worker or a repeated beat tick can never send it twice.
 
-    Its life: planned `queued` (no text yet); drafted by the send task, still `queued`;
-    claimed `sending` by one task with a conditional UPDATE; then `sent`, `failed` (with
-    the error) or `skipped` (with the reason: unsubscribed, too like an earlier email).
-    `sent_unconfirmed`: the whole email went to the SMTP server, which never answered its
-    end (a timeout, a dropped connection, a worker killed while it waited). The server may
-    have delivered it, so it is never sent again, and it counts as sent wherever the coach
-    recalls what it wrote.
+    Its life: planned `queued` (no text yet); claimed by one send task with a conditional
+    UPDATE (emails/claims.py), `drafting` while the model writes it, then `sending`; then
+    `sent`, `failed` (with the error) or `skipped` (with the reason: unsubscribed, too like
+    an earlier email), or `queued` again, its draft kept, for a retry or the person's next
+    sending time. `sent_unconfirmed`: the whole email went to the SMTP server, which never
+    answered its end (a timeout, a dropped connection, a worker killed while it waited).
+    The server may have delivered it, so it is never sent again, and it counts as sent
+    wherever the coach recalls what it wrote.
     """
 
     class Kind(models.TextChoices):
@@ -69,6 +70,7 @@ class Email(models.Model):
 
     class Status(models.TextChoices):
         QUEUED = "queued"
+        DRAFTING = "drafting"
         SENDING = "sending"
         SENT = "sent"
         SENT_UNCONFIRMED = "sent_unconfirmed", "Sent, unconfirmed"
@@ -92,14 +94,15 @@ class Email(models.Model):
     # at once and sets this a visibility timeout ahead, so only a lost task is sent again;
     # an email kept back by quiet hours waits here for the person's next sending time.
     send_after = models.DateTimeField(default=timezone.now)
-    # When a task claimed it for sending, who did (the Celery node's name and the process
-    # id: a worker that starts again under the same name releases what it held), and the
-    # claim's own token, which every later step of that attempt must still match. A claim
-    # older than EMAIL_CLAIM_STALE_SECONDS belongs to a worker that died.
+    # When a task claimed it, who did (the Celery node's name and the process: host, pid
+    # and the process's start), the claim's own token, which every later step of that
+    # attempt must still match, and the holder's last heartbeat, by the database's clock.
+    # A claim whose holder is gone, or went silent, is handed on (emails/claims.py).
     claimed_at = models.DateTimeField(null=True, blank=True)
     # A default in the database too: planning inserts rows in SQL, naming only its columns.
     claimed_by = models.CharField(max_length=255, blank=True, db_default="")
     claim_token = models.UUIDField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
     # When the end of its data (the final ".") was about to go to the SMTP server: from then
     # on it may be delivered whatever else happens, so it is never sent again.
     body_sent_at = models.DateTimeField(null=True, blank=True)
@@ -183,10 +186,17 @@ class WeeklyEpisodeRequest(models.Model):
 class OutgoingMail(models.Model):
     """Mail someone is waiting for (a sign-up confirmation, a password reset, a sign-in
     code), kept until it is sent: an SMTP outage delays it, never loses it or fails the
-    page that asked for it. Deleted once sent (it holds links that sign people in)."""
+    page that asked for it. Deleted once sent (it holds links that sign people in).
+
+    Sent as the follow-up emails are (emails/claims.py, emails/delivery.py): claimed
+    `sending` by one sender; `sent_unconfirmed` when its whole text went to the SMTP
+    server and no reply to its end came (never sent again); `failed` for good. Either way
+    what it said is erased and the record of what became of it stays."""
 
     class Status(models.TextChoices):
         QUEUED = "queued"
+        SENDING = "sending"
+        SENT_UNCONFIRMED = "sent_unconfirmed", "Sent, unconfirmed"
         FAILED = "failed"
 
     # Where to: encrypted like the text, and found for erasure by its keyed hash.
@@ -200,14 +210,19 @@ class OutgoingMail(models.Model):
     attempts = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
-    # When a sender may next take it: now, after a failure's pause, or after the lease of
-    # a sender that took it (and may have died).
-    next_attempt_at = models.DateTimeField(default=timezone.now)
+    # While queued: when a sender may take it, now or after a failure's pause.
+    send_after = models.DateTimeField(default=timezone.now)
+    # Made when it is queued and kept: every try carries the same Message-ID.
+    message_id = models.CharField(max_length=255, blank=True)
+    # Its sender's claim, as an Email's (see there).
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    claimed_by = models.CharField(max_length=255, blank=True)
+    claim_token = models.UUIDField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    body_sent_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        indexes = [
-            models.Index(fields=["next_attempt_at"], condition=models.Q(status="queued"), name="outgoing_mail_due")
-        ]
+        indexes = [models.Index(fields=["send_after"], condition=models.Q(status="queued"), name="outgoing_mail_due")]
 
     def __str__(self) -> str:
         return f"outgoing mail {self.pk} ({self.status})"

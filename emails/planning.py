@@ -30,7 +30,7 @@ from psycopg import sql
 
 from coach.models import ChatSession
 from coach.selectors import summarised_sessions_between
-from emails.claims import claims_release_for_node, claims_release_stale
+from emails.ledger import emails_release_dead
 from emails.models import Email, WeeklyEpisodeRequest
 from emails.schedule import SendingWindow, next_sending_time
 from emails.selectors import (
@@ -159,13 +159,15 @@ def session_recaps_plan(*, now: datetime | None = None) -> int:
 
 def emails_dispatch_due(*, now: datetime | None = None) -> int:
     """Hand to workers the queued emails whose time has come: kept back by quiet hours,
-    given back for a retry whose task was lost, or whose task was lost. Returns how many.
+    given back for a retry whose task was lost, whose task was lost, or whose sender died.
+    Returns how many.
 
-    A claim older than EMAIL_CLAIM_STALE_SECONDS belongs to a worker that died between
-    claiming and recording the result: released first (emails/claims.py), it is queued
-    again if the end of the email had not gone, recorded sent-unconfirmed if it had."""
+    First the claims whose sender died (its process gone, or its heartbeat silent: see
+    emails/claims.py) are handed on: queued again, due now, if the end of the email had not
+    gone, recorded sent-unconfirmed if it had. Run every few seconds, so such an email goes
+    out again seconds after its sender died, drafting or sending."""
     now = now or timezone.now()
-    claims_release_stale(now=now)
+    emails_release_dead(now=now)
     with transaction.atomic():
         with connection.cursor() as cursor:
             # Each row handed out gets a new lease, so a second dispatcher (or the next
@@ -180,12 +182,10 @@ def emails_dispatch_due(*, now: datetime | None = None) -> int:
     return len(due)
 
 
-def emails_worker_started(*, node: str, now: datetime | None = None) -> int:
-    """A worker named `node` is starting, before it takes any task: the claims its name
-    holds are its dead predecessor's, released now, and what is due (their emails among
-    it) is handed out at once. Returns how many emails were handed out."""
-    now = now or timezone.now()
-    claims_release_for_node(node=node, now=now)
+def emails_worker_started(*, now: datetime | None = None) -> int:
+    """A worker is starting, before it takes any task: the claims of senders that died (a
+    predecessor on this host among them, whose process is gone) are handed on now, and
+    what is due is handed out at once. Returns how many emails were handed out."""
     return emails_dispatch_due(now=now)
 
 

@@ -36,11 +36,12 @@ def retry_countdown(retries: int) -> float:
     return min(settings.EMAIL_RETRY_BACKOFF_SECONDS * 2.0**retries, settings.CELERY_VISIBILITY_TIMEOUT_SECONDS / 4)
 
 
-@shared_task(ignore_result=True)
-def send_outgoing_mail() -> int:
+@shared_task(bind=True, ignore_result=True)
+def send_outgoing_mail(self: Task[[], int]) -> int:
     """Every few seconds: the mail people are waiting for (sign-up, password reset, sign-in
-    codes) whose time has come is sent; what SMTP refuses for now waits and is tried again."""
-    return mail_send_due()
+    codes) whose time has come is sent, each once; what SMTP refuses for now waits and is
+    tried again, and what a dead sender held is handed on first."""
+    return mail_send_due(worker=self.request.hostname)
 
 
 @shared_task(ignore_result=True)
@@ -65,7 +66,8 @@ def plan_session_recaps() -> int:
 
 @shared_task(ignore_result=True)
 def dispatch_due_emails() -> int:
-    """Every minute: queued emails whose time has come go to a worker."""
+    """Every few seconds: the claims of senders that died are handed on, and queued emails
+    whose time has come go to a worker."""
     return emails_dispatch_due()
 
 
@@ -85,8 +87,8 @@ def hand_out_emails(email_ids: list[int]) -> int:
 
 # acks_late: a worker that dies mid-task leaves the message unacknowledged, and Redis
 # hands it to another worker after the visibility timeout; the ledger's claim makes
-# that second delivery send the email once, not twice. Long before then, the worker's
-# restart has released its claim (release_claims_of_the_last_run below).
+# that second delivery send the email once, not twice. Long before then, the claim's
+# heartbeat has stopped and the dispatcher has handed the email on (emails/claims.py).
 @shared_task(bind=True, acks_late=True, ignore_result=True)
 def send_email(self: Task[[int], str], email_id: int) -> str:
     """Draft, claim and send one planned email. Temporary failures (SMTP 4xx, a dropped
@@ -114,12 +116,13 @@ def write_weekly_episode(user_id: int, week_key: str) -> None:
 
 @worker_ready.connect
 def release_claims_of_the_last_run(sender: Consumer, **_: object) -> None:
-    """A worker starts under a name whose claims are still held: its predecessor died
-    with them (SIGKILL, a crash, the machine's out-of-memory killer). Before this worker
-    takes a task, they are released and what is due handed out, so the emails they held
-    go out seconds after the restart, not at the stale limit or the broker's redelivery."""
+    """A worker starts, perhaps after one on this host died with claims still held (SIGKILL,
+    a crash, the machine's out-of-memory killer). Before it takes a task, the claims of
+    senders that died are handed on and what is due handed out, so the emails they held go
+    out seconds after the restart, not at the dispatcher's next tick."""
+    del sender
     try:
-        emails_worker_started(node=sender.hostname)
+        emails_worker_started()
     finally:
         # The worker's main process runs no tasks: it keeps no connection.
         release_connection()

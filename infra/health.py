@@ -7,12 +7,19 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 import redis
 from django.db import connection
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from infra.write_refusals import DISK_FULL, OUT_OF_CONNECTIONS, READ_ONLY, why_writes_refused
 
 SERVICE_TIMEOUT_SECONDS = 3
+# How long the check waits for a connection from the process's pool (/healthz answers
+# within 1.5 s): longer, and every connection the process may hold is in use.
+POOL_WAIT_SECONDS = 1.0
 
 
 def first_line(error: BaseException) -> str:
@@ -46,23 +53,71 @@ def redis_problem(url: str) -> str | None:
 
 
 def database_problem() -> str | None:
-    """Ask the app's own database connection, the one requests use, then give it back.
-    A database that answers but refuses writes (a hot standby, or one set read-only) is a
-    problem too: every form that saves would fail."""
+    """Whether the app's database can take a write, asked as requests ask it: a connection
+    from the process's own pool, then a write that needs new space on disk (a temporary
+    table's first row, rolled back: it leaves nothing). Named when it cannot: read-only (a
+    hot standby, or one set read-only), its disk full, or out of connections (the server
+    takes no new one, or every one this process may hold is in use); or what failed."""
+    pool = getattr(connection, "pool", None)
+    if not isinstance(pool, ConnectionPool):
+        return _problem_of_a_fresh_connection()
+    # Opening is what Django does before its first connection; opening again does nothing.
+    pool.open()
     try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'")
-            in_recovery, read_only = cursor.fetchone()
+        with pool.connection(timeout=POOL_WAIT_SECONDS) as conn:
+            return _write_refused(conn)
+    except PoolTimeout:
+        return _why_no_connection(pool)
     except Exception as error:
-        return first_line(error)
-    finally:
-        # Back to the pool (or, if it broke, away): never kept by a health-check thread.
-        connection.close()
-    if in_recovery:
-        return "read-only: it refuses writes (a hot standby, in recovery)"
-    if read_only:
-        return "read-only: it refuses writes (default_transaction_read_only is on)"
+        return _described(error)
+
+
+def _write_refused(conn: psycopg.Connection[Any]) -> str | None:
+    with conn.transaction(force_rollback=True):
+        row = conn.execute("SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'").fetchone()
+        in_recovery, read_only = row if row is not None else (False, False)
+        if in_recovery:
+            return f"{READ_ONLY}: it refuses writes (a hot standby, in recovery)"
+        if read_only:
+            return f"{READ_ONLY}: it refuses writes (default_transaction_read_only is on)"
+        # A table made now has no page yet: its first row needs new space, as a growing
+        # table's next page does, where a row that fits an old page would not.
+        conn.execute("CREATE TEMPORARY TABLE health_write_probe (written integer) ON COMMIT DROP")
+        conn.execute("INSERT INTO health_write_probe VALUES (1)")
     return None
+
+
+def _why_no_connection(pool: ConnectionPool) -> str:
+    """The pool had no connection to give within POOL_WAIT_SECONDS: whether the server takes
+    no more, or this process holds all it may, learned from one connection of the check's own."""
+    stats = pool.get_stats()
+    fresh = _problem_of_a_fresh_connection()
+    if fresh is not None:
+        return fresh
+    return (
+        f"{OUT_OF_CONNECTIONS}: all {stats.get('pool_size', '?')} of this process's connections are in use "
+        f"({stats.get('requests_waiting', 0)} requests waiting)"
+    )
+
+
+def _problem_of_a_fresh_connection() -> str | None:
+    params = {**connection.get_connection_params(), "connect_timeout": SERVICE_TIMEOUT_SECONDS}
+    params.pop("pool", None)
+    try:
+        with psycopg.connect(**params) as conn:
+            return _write_refused(conn)
+    except Exception as error:
+        return _described(error)
+
+
+def _described(error: BaseException) -> str:
+    """What failed, named by what it means for writes where it means one of those."""
+    why = why_writes_refused(error)
+    if why == DISK_FULL:
+        return f"{DISK_FULL}: it cannot write ({first_line(error)})"
+    if why == OUT_OF_CONNECTIONS:
+        return f"{OUT_OF_CONNECTIONS}: the server takes no new ones ({first_line(error)})"
+    return first_line(error)
 
 
 @dataclass

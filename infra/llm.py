@@ -8,10 +8,8 @@ the rest of the code knowing.
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
-import math
-import struct
+import time
 import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -23,6 +21,7 @@ from django.conf import settings
 from django.db import connection
 
 from infra.dbsteps import release_connection
+from infra.embedding_vectors import UnreadableVector, vector_of
 
 # The fallbacks' public names are the gateway's: callers (check_model) ask it for them.
 from infra.llm_fallbacks import Fallback as Fallback
@@ -37,6 +36,9 @@ logger = logging.getLogger(__name__)
 
 # The offline coach and many local servers need no key, but the SDK insists on one.
 NO_KEY = "no-key-needed"
+# Pauses before each retry of an embeddings request that failed in a way that may pass
+# (LLM_MAX_RETRIES of them at most), while its deadline leaves room.
+EMBEDDING_RETRY_PAUSES_SECONDS = (0.25, 0.5, 1.0, 2.0)
 
 
 class LLMError(Exception):
@@ -247,25 +249,24 @@ def prompt_tokens_counted(messages: list[dict[str, Any]]) -> int | None:
 
 
 def embed(texts: list[str]) -> list[Embedding]:
-    """One embedding per text, in order, from EMBEDDING_MODEL."""
+    """One embedding per text, in order, from EMBEDDING_MODEL, within EMBEDDING_TIMEOUT_SECONDS
+    retries included: past it, an LLMError that says so (retryable)."""
     if not texts:
         return []
     model = settings.EMBEDDING_MODEL
     _off_the_database()
-    try:
-        # The SDK's documented low-level request, as for the chat: the answer as plain JSON,
-        # without a model object built for it. base64 (compact float32) is asked for; the
-        # decoding is _vector_of's, which also takes the floats some servers send anyway.
-        response = _embedding_client().post(
-            "/embeddings", body={"model": model, "input": texts, "encoding_format": "base64"}, cast_to=object
-        )
-    except openai.OpenAIError as error:
-        raise as_llm_error(error) from error
+    # The SDK's documented low-level request, as for the chat: the answer as plain JSON,
+    # without a model object built for it. base64 (compact float32) is asked for; the
+    # decoding is infra/embedding_vectors.py's, which also takes the floats some servers send.
+    response = _embeddings_answered({"model": model, "input": texts, "encoding_format": "base64"})
     data = response.get("data") if isinstance(response, dict) else None
     items = [item if isinstance(item, dict) else {} for item in data] if isinstance(data, list) else []
     if all(isinstance(item.get("index"), int) for item in items):
         items.sort(key=lambda item: item["index"])
-    vectors = [_vector_of(item.get("embedding")) for item in items]
+    try:
+        vectors = [vector_of(item.get("embedding")) for item in items]
+    except UnreadableVector as error:
+        raise LLMError(str(error), retryable=False) from error
     if len(vectors) != len(texts):
         raise LLMError(f"asked for {len(texts)} embeddings, got {len(vectors)}", retryable=True)
     if len({len(vector) for vector in vectors}) > 1:
@@ -273,26 +274,26 @@ def embed(texts: list[str]) -> list[Embedding]:
     return [Embedding(vector=vector, model=model) for vector in vectors]
 
 
-def _vector_of(embedding: object) -> list[float]:
-    """One embedding as floats: servers send a JSON list of numbers, or base64 of
-    little-endian float32 (OpenAI's compact form), whichever format was asked for."""
-    if isinstance(embedding, str):
+def _embeddings_answered(body: dict[str, Any]) -> object:
+    """The embeddings server's answer to `body`, asked again after a failure that may pass,
+    all within one deadline: the SDK's timeout is per try, and its retries would each get
+    the whole of it (a server that hangs held a chat turn for its own 120 s deadline)."""
+    seconds = settings.EMBEDDING_TIMEOUT_SECONDS
+    deadline = time.monotonic() + seconds
+    for pause in (*EMBEDDING_RETRY_PAUSES_SECONDS[: settings.LLM_MAX_RETRIES], None):
+        left = max(deadline - time.monotonic(), 0.001)
         try:
-            packed = base64.b64decode(embedding, validate=True)
-        except ValueError as error:
-            raise LLMError("an embedding came as text that is not base64", retryable=False) from error
-        if not packed or len(packed) % 4:
-            raise LLMError("a base64 embedding is not a whole number of float32 values", retryable=False)
-        vector = list(struct.unpack(f"<{len(packed) // 4}f", packed))
-    elif isinstance(embedding, list) and all(
-        isinstance(value, int | float) and not isinstance(value, bool) for value in embedding
-    ):
-        vector = [float(value) for value in embedding]
-    else:
-        raise LLMError("an embedding came as neither a list of numbers nor base64", retryable=False)
-    if not vector or not all(math.isfinite(value) for value in vector):
-        raise LLMError("an embedding was empty or held values that are not numbers", retryable=False)
-    return vector
+            return _embedding_client().post(
+                "/embeddings", body=body, cast_to=object, options={"timeout": left, "max_retries": 0}
+            )
+        except openai.APITimeoutError as error:
+            raise LLMError(f"the embeddings did not come back within {seconds:g} s", retryable=True) from error
+        except openai.OpenAIError as error:
+            failure = as_llm_error(error)
+            if not failure.retryable or pause is None or deadline - time.monotonic() <= pause:
+                raise failure from error
+        time.sleep(pause)
+    raise AssertionError("unreachable")
 
 
 def _usage_in(chunk: object) -> Usage | None:

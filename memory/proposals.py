@@ -17,11 +17,12 @@ from memory.embeddings import embed_memory
 from memory.models import Memory, MemoryEvent, MemoryProposal, Source
 from memory.store import (
     apply_draft,
-    apply_eviction_policy,
     erase_for_user,
     give_neutral_key,
     lock_user,
     record_event,
+    settle_store,
+    store_facts,
 )
 
 if TYPE_CHECKING:
@@ -80,6 +81,7 @@ def proposal_confirm(*, user: User, proposal_id: int, now: datetime | None = Non
         lock_user(user)
         # Checked again under the lock: a second tab, or a reject, may have answered it.
         proposal = _pending(user, proposal_id).select_for_update().first()
+        store_before = store_facts(user)
         memory = Memory.objects.select_for_update().filter(pk=proposal.memory_id).first() if proposal else None
         if proposal is None or memory is None:
             raise ProposalDecided(DECIDED)
@@ -106,7 +108,7 @@ def proposal_confirm(*, user: User, proposal_id: int, now: datetime | None = Non
             now=now,
         )
         # The change may move the memory into the ceiling's count (out of the weekly episodes).
-        apply_eviction_policy(user_id=user.pk, now=now)
+        settle_store(memory, actor=Actor.USER, before=store_before, now=now)
     return memory
 
 

@@ -147,7 +147,7 @@ def memories_learned_in(*, user: User, message_ids: list[int]) -> list[Memory]:
     if not message_ids:
         return []
     memories = Memory.objects.filter(user=user, message_id__in=message_ids)
-    return list(memories.only("summary", "message_id", "created_at").order_by("created_at", "pk"))
+    return list(memories.only("summary", "message_id", "created_at", "updated_at").order_by("created_at", "pk"))
 
 
 def proposals_for_user(*, user: User) -> QuerySet[MemoryProposal]:

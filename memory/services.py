@@ -156,6 +156,7 @@ def memory_edit_by_user(
     embedding = embed_memory(summary=draft.summary, content=draft.content) if text_changed or stale else None
     with transaction.atomic():
         lock_user(user)
+        before = store_facts(user)
         memory = Memory.objects.select_for_update().filter(user=user, pk=memory_id).first()
         if memory is None:
             raise MemoryNotFound(GONE)
@@ -174,8 +175,9 @@ def memory_edit_by_user(
             after=memory.snapshot(),
             now=now,
         )
-        # A weekly episode moved to another category counts towards the ceiling from now on.
-        apply_eviction_policy(user_id=user.pk, now=now)
+        # A weekly episode moved to another category counts towards the ceiling from now on,
+        # and towards what one person may keep.
+        settle_store(memory, actor=Actor.USER, before=before, now=now)
     return memory
 
 

@@ -3,19 +3,25 @@ the turn did so far, and the results the calls share."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import logging
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol
 
 import jsonschema
 from django.contrib.auth import get_user_model
+from django.db import transaction
 
-from memory.drafts import MemoryOff
-from memory.models import Memory, Tier, author_for_model
+from memory.drafts import MemoryOff, MemoryWriteError
+from memory.models import Memory, MemoryEvent, Tier, author_for_model
+from memory.store import lock_user
 
 if TYPE_CHECKING:
     from accounts.models import User
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -96,10 +102,34 @@ class ToolContext:
     embedded_by: str | None = None
     # Tools of the layers above, by name, offered and run beside the memory tools.
     tools_from_above: Mapping[str, ToolFromAbove] = field(default_factory=dict)
+    # Why embeddings failed earlier in this turn, if they did: a later call that needs one
+    # is answered at once, so an embeddings server that hangs costs the turn one wait.
+    embeddings_failed: str | None = None
+    # Whether the turn these calls belong to is still under way, asked inside each write's
+    # transaction (the chat locks its message there): None, nothing to ask.
+    turn_under_way: Callable[[], bool] | None = None
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Where a tool call writes: one transaction, the person's row locked first (as every
+        write of theirs locks it), then the turn asked whether it is still under way. A turn
+        that ended (failed, stopped, past its deadline, given up) refuses the write, and one
+        ending meanwhile waits for it: nothing a turn started lands after it ended, however
+        long an embedding kept its call waiting."""
+        with transaction.atomic():
+            lock_user(self.user, actor=MemoryEvent.Actor.COACH)
+            if self.turn_under_way is not None and not self.turn_under_way():
+                logger.info("message %s: a memory write came after its turn ended; it was not made", self.message_id)
+                raise TurnEnded("the turn this call belongs to has ended: nothing was saved or changed")
+            yield
 
 
 class ToolRefusal(Exception):
     """A call the model can correct; the message goes back to it as the result."""
+
+
+class TurnEnded(MemoryWriteError):
+    """A write of a turn that ended before it came to write (see ToolContext.writing)."""
 
 
 def require_memory_on(context: ToolContext) -> None:

@@ -24,7 +24,7 @@ from memory.overlaps import overlaps_record
 from memory.policy import PROTECTED_CATEGORIES
 from memory.proposals import proposal_make
 from memory.selectors import SimilarMemory, memories_protected, memory_by_key, memory_by_key_and_similar
-from memory.services import memory_delete, memory_save
+from memory.services import WriteOutcome, memory_delete, memory_save
 from memory.tool_context import MemoryChange, ToolContext, ToolRefusal, require_memory_on
 from memory.tool_embeddings import embedded_alike
 from memory.tool_schemas import DEDUP_CANDIDATES, DEFAULT_DUE_TIME
@@ -143,17 +143,12 @@ def _saved(
     *,
     now: datetime,
 ) -> dict[str, Any]:
-    outcome = memory_save(
-        user=context.user,
-        draft=draft,
-        source=Source.COACH,
-        actor=MemoryEvent.Actor.COACH,
-        session_id=context.session_id,
-        message_id=context.message_id,
-        embedding=embedding,
-        expected_version=existing.version if existing else None,
-        now=now,
-    )
+    with context.writing():
+        outcome = _coach_save(
+            context, draft, embedding, expected_version=existing.version if existing else None, now=now
+        )
+        if similar:
+            overlaps_record(user=context.user, memory=outcome.memory, similar=similar)
     result: dict[str, Any] = {"status": "saved", "key": outcome.memory.key, "created": outcome.created}
     context.changes.append(
         MemoryChange("saved" if outcome.created else "updated", outcome.memory.pk, outcome.memory.summary)
@@ -162,14 +157,39 @@ def _saved(
         result["note"] = _renamed(outcome.memory.key)
     if similar:
         # Safety is never held back as a near-copy (seed 000: too much is wasteful, never
-        # wrong); the person is offered the pair to merge, and the model told of it.
-        overlaps_record(user=context.user, memory=outcome.memory, similar=similar)
+        # wrong); the person is offered the pair to merge (recorded above), and the model told of it.
         result["overlaps"] = [{"key": s.memory.key, "summary": s.memory.summary} for s in similar]
         result["overlap_note"] = (
             "saved all the same, as safety notes are never held back; it reads like the memories above, "
             "which the person will be offered to merge"
         )
     return result
+
+
+def _coach_save(
+    context: ToolContext,
+    draft: MemoryDraft,
+    embedding: Embedding,
+    *,
+    expected_version: int | None,
+    reason: str = "",
+    merged: bool = False,
+    now: datetime | None = None,
+) -> WriteOutcome:
+    """memory_save as the coach writes: its own source, from the turn's session and message."""
+    return memory_save(
+        user=context.user,
+        draft=draft,
+        source=Source.COACH,
+        actor=MemoryEvent.Actor.COACH,
+        reason=reason,
+        merged=merged,
+        session_id=context.session_id,
+        message_id=context.message_id,
+        embedding=embedding,
+        expected_version=expected_version,
+        now=now,
+    )
 
 
 def _already_kept(draft: MemoryDraft, existing: Memory | None, nearest: list[SimilarMemory]) -> Memory | None:
@@ -234,17 +254,17 @@ def update_memory(
         return {"status": "unchanged", "key": key}
     if memory.is_protected or _protects(memory, draft):
         return _propose(context, memory, MemoryProposal.Kind.UPDATE, draft, reason=reason)
-    outcome = memory_save(
-        user=context.user,
-        draft=draft,
-        source=Source.COACH,
-        actor=MemoryEvent.Actor.COACH,
-        reason=reason,
-        merged=key in context.duplicate_keys,
-        session_id=context.session_id,
-        message_id=context.message_id,
-        expected_version=memory.version,
-    )
+    # Embedded before the write's transaction opens: no model call holds it.
+    embedding = embed_memory(summary=draft.summary, content=draft.content)
+    with context.writing():
+        outcome = _coach_save(
+            context,
+            draft,
+            embedding,
+            expected_version=memory.version,
+            reason=reason,
+            merged=key in context.duplicate_keys,
+        )
     context.changes.append(MemoryChange("updated", outcome.memory.pk, outcome.memory.summary))
     result: dict[str, Any] = {"status": "updated", "key": outcome.memory.key}
     if outcome.memory.key != key:
@@ -259,7 +279,8 @@ def delete_memory(context: ToolContext, *, key: str, reason: str) -> dict[str, A
         raise ToolRefusal(_no_such_key(context, key, "nothing was deleted"))
     if memory.is_protected:
         return _propose(context, memory, MemoryProposal.Kind.DELETE, None, reason=reason)
-    memory_delete(user=context.user, memory_id=memory.pk, actor=MemoryEvent.Actor.COACH, reason=reason)
+    with context.writing():
+        memory_delete(user=context.user, memory_id=memory.pk, actor=MemoryEvent.Actor.COACH, reason=reason)
     context.changes.append(MemoryChange("deleted", memory.pk, memory.summary))
     return {"status": "deleted", "key": key}
 
@@ -312,7 +333,8 @@ def _require_feedback_shape(draft: MemoryDraft) -> None:
 def _propose(
     context: ToolContext, memory: Memory, kind: str, draft: MemoryDraft | None, *, reason: str
 ) -> dict[str, Any]:
-    proposal_make(user=context.user, memory=memory, kind=kind, draft=draft, reason=reason)
+    with context.writing():
+        proposal_make(user=context.user, memory=memory, kind=kind, draft=draft, reason=reason)
     context.changes.append(MemoryChange("proposed", memory.pk, memory.summary))
     why = (
         "is protected (the person wrote it, or it concerns their safety)"

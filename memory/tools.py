@@ -36,6 +36,9 @@ from memory.tool_writes import delete_memory, save_memory, update_memory
 # A turn may ask for this many writes per write it is allowed: refusals (near-copies, the
 # ceiling) are for the model to answer, within reason.
 WRITE_CALLS_PER_WRITE = 3
+# The memory tools that embed what they are given (an update too: the memory's text is
+# embedded again), as does the chat's look-back; recall and delete need no embedding.
+NEEDS_EMBEDDING = frozenset({"save_memory", "update_memory", "search_memories"})
 
 
 def read_limit_result() -> dict[str, Any]:
@@ -60,6 +63,9 @@ def run_tool(context: ToolContext, name: str, raw_arguments: str) -> str:
     # of its own): memory turned off while the model was writing is off for its next call.
     if not context.remembers:
         return json.dumps(MEMORY_OFF_RESULT, ensure_ascii=False)
+    if context.embeddings_failed is not None and (name in NEEDS_EMBEDDING or name in context.tools_from_above):
+        # Not asked again in this turn: a server that hung once would hang again.
+        return json.dumps(_memory_unavailable(name, context.embeddings_failed, earlier=True), ensure_ascii=False)
     try:
         arguments = _parse_arguments(context, name, raw_arguments)
         if name not in WRITE_TOOLS:
@@ -96,8 +102,29 @@ def run_tool(context: ToolContext, name: str, raw_arguments: str) -> str:
     except MemoryWriteError as error:
         result = {"status": "error", "error": str(error)}
     except LLMError as error:
-        result = {"status": "error", "error": f"memory is unavailable for a moment ({error}); carry on without it"}
+        # The memory tools ask the model gateway for embeddings only.
+        context.embeddings_failed = str(error)
+        result = _memory_unavailable(name, str(error), earlier=False)
     return json.dumps(result, ensure_ascii=False)
+
+
+def _memory_unavailable(name: str, why: str, *, earlier: bool) -> dict[str, Any]:
+    """What the model is told when a call could not get its embedding: that nothing was
+    written (or found), and what it may do instead."""
+    when = "earlier in this turn, so it was not tried again" if earlier else "just now"
+    if name in WRITE_TOOLS:
+        return {
+            "status": "not_saved",
+            "reason": f"memory could not be reached {when} ({why}): nothing was saved or changed",
+            "choices": [
+                "carry on with your reply; what mattered can be saved in a later turn",
+                "if the person asked you to remember it, tell them it could not be kept just now",
+            ],
+        }
+    return {
+        "status": "unavailable",
+        "error": f"memory could not be searched {when} ({why}); answer from what you already know of the person",
+    }
 
 
 def _memory_tool(context: ToolContext, name: str, arguments: dict[str, Any]) -> dict[str, Any]:

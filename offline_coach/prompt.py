@@ -40,6 +40,8 @@ INDEX_LINE = re.compile(r"^- ([a-z0-9][a-z0-9-]*) \(([^)]*)\): (.+?)\s*$")
 OLD_NOTE = re.compile(r"^\s*\[memory note, [^\]]*\]\s*(?:You saved|The person added) ([a-z0-9-]+): (.+?)\s*$")
 TRAILER = re.compile(r" \(((?:due|emailed about|raise it now|done|dismissed)[^()]*)\)$")
 NOTES_START = "<<MEMORY NOTES "
+# The app's own call whose results carry its notes: never a call of the coach's.
+NOTES_CALL = "memory_notes"
 NOTE_GONE = re.compile(r"\b([a-z0-9-]+) is no longer kept\b")
 NOTE_SUGGESTED = re.compile(r"\byou suggested a change to ([a-z0-9-]+)\b", re.IGNORECASE)
 MONTH_IN_KEY = re.compile(
@@ -298,6 +300,9 @@ def latest_round(messages: list[dict[str, Any]]) -> list[CallResult]:
         if message.get("role") == "tool":
             results[message.get("tool_call_id", "")] = _parsed(text_of(message))
         elif message.get("role") == "assistant" and message.get("tool_calls"):
+            if any(call.get("function", {}).get("name") == NOTES_CALL for call in message["tool_calls"]):
+                # The app's notes after the person's message: the coach has not answered yet.
+                return []
             return [
                 CallResult(
                     call.get("function", {}).get("name", ""),
@@ -328,6 +333,7 @@ def calls_since_user(messages: list[dict[str, Any]]) -> list[CallResult]:
         for message in messages[last_user + 1 :]
         if message.get("role") == "assistant"
         for call in message.get("tool_calls") or []
+        if call.get("function", {}).get("name") != NOTES_CALL
     ]
 
 

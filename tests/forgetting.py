@@ -171,13 +171,13 @@ def _cosine(a: list[float], b: list[float]) -> float:
 
 
 def _redis_contents() -> str:
-    """Every key of every Redis database the app's server holds, and its value, as text."""
+    """Every key of every Redis database the app uses, and its value, as text.
+
+    Only this test process's databases: under pytest-xdist another worker's hold its own
+    tests' phrases, which this test never wrote."""
     server = settings.REDIS_URL.rsplit("/", 1)[0]
-    first = redis.Redis.from_url(f"{server}/0")
-    try:
-        databases = [int(name[2:]) for name in first.info("keyspace")]
-    finally:
-        first.close()
+    locations = {settings.REDIS_URL, settings.CACHES["default"]["LOCATION"], settings.CELERY_BROKER_URL}
+    databases = sorted({int(location.rsplit("/", 1)[1]) for location in locations})
     contents = []
     for database in databases:
         client = redis.Redis.from_url(f"{server}/{database}")

@@ -15,7 +15,7 @@ from playwright.sync_api import Page, expect
 from accounts.models import User
 from coach.models import Message
 from memory.drafts import MemoryDraft
-from memory.models import MemoryEvent, MemoryOverlap
+from memory.models import Memory, MemoryEvent, MemoryOverlap
 from memory.proposals import proposal_make
 from tests.accessibility import assert_accessible, blocking_violations
 from tests.coach.factories import make_session
@@ -77,7 +77,17 @@ def a_person_with_a_history() -> tuple[User, dict[str, int]]:
     long = make_session(person, *[f"Message number {n}, about the week's training and how it went." for n in range(40)])
     failed = Message.objects.filter(session=session, role="user").last()
     Message.objects.filter(pk=failed.pk).update(status="failed")
-    return person, {"session": session.pk, "long": long.pk, "memory": knee.pk}
+    # Answered twice: its first answer a page back, its memory's cue with an Undo.
+    anew = make_session(person, "Plan my week around the knee", "Three easy runs.")
+    earlier = Message.objects.get(session=anew, role="assistant")
+    Message.objects.filter(pk=earlier.pk).update(status="replaced")
+    Message.objects.create(
+        session=anew, role="assistant", content="Two runs and a swim.", status="complete", reply_to=earlier.reply_to
+    )
+    knee_note = make_memory(person, "knee-plan", summary="Plans the week around the knee")
+    Memory.objects.filter(pk=knee_note.pk).update(message_id=earlier.reply_to_id)
+    ids = {"session": session.pk, "long": long.pk, "memory": knee.pk}
+    return person, {**ids, "anew": anew.pk, "earlier": earlier.pk}
 
 
 def visitor_states() -> dict[str, State]:
@@ -133,10 +143,19 @@ def person_states(ids: dict[str, int]) -> dict[str, State]:
         page.locator("#add-form").get_by_role("button", name="Remember this").click()
         expect(page.locator("#add-form .errorlist").first).to_be_visible()
 
+    def editing_a_message(page: Page, base: str) -> None:
+        page.goto(f"{base}/chat/{ids['anew']}/")
+        page.locator(".message-edit summary").click()
+        expect(page.get_by_label("Edit what you wrote")).to_be_visible()
+
     return {
         "onboarding": lambda page, base: page.goto(base + "/welcome/"),
         "chat with an answer and a failed reply": lambda page, base: page.goto(f"{base}/chat/{session}/"),
         "a conversation long enough to scroll": lambda page, base: page.goto(f"{base}/chat/{ids['long']}/"),
+        "chat, editing the last message": editing_a_message,
+        "chat, an earlier answer paged back to": lambda page, base: page.goto(
+            f"{base}/chat/{ids['anew']}/?answer={ids['earlier']}"
+        ),
         "memories": lambda page, base: page.goto(base + "/memories/"),
         "memories, searched for nothing": lambda page, base: page.goto(base + "/memories/?q=zebra"),
         "memories, editing one": editing,

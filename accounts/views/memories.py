@@ -180,6 +180,8 @@ def memory_edit(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             return _render_edit(request, current, form, stale_details=error.details)
         except MemoryInvalid as error:
             _add_errors(form, error.errors)
+        except MemoryFull as full:
+            form.add_error(None, str(full))
         except MemoryNotFound:
             return _gone_or_404(request, pk, form=form)
         except ProposalOutdated as error:

@@ -15,7 +15,7 @@ from accounts.pages import ProposalView, memory_row
 from accounts.views.memories import memory_anchor, memory_page_of
 from accounts.views.partials import HtmxHttpRequest, wants_partial
 from coach.change_limits import changes_counted
-from memory.drafts import MemoryInvalid, MemoryNotFound, ProposalDecided, ProposalOutdated
+from memory.drafts import MemoryFull, MemoryInvalid, MemoryNotFound, ProposalDecided, ProposalOutdated
 from memory.overlaps import overlap_dismiss, overlap_merge
 from memory.proposals import proposal_reject
 from memory.selectors import overlaps_for_user, proposals_for_user
@@ -32,7 +32,7 @@ def proposal_confirm_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         memory = proposal_confirm_by_person(user=request.user, proposal=proposal)
     except ProposalDecided as decided:
         return _proposal_answered(request, proposal.pk, str(decided))
-    except (ProposalOutdated, MemoryInvalid) as error:
+    except (ProposalOutdated, MemoryInvalid, MemoryFull) as error:
         if wants_partial(request):
             view = ProposalView(proposal=proposal, proposed=proposal.proposed_fields(), outdated=True)
             return render(request, "accounts/memories.html#proposal", {"item": view, "error": str(error)})

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from django.conf import settings
@@ -34,10 +33,6 @@ from coach.limits import within_rate
 from coach.middleware import SignedInHttpRequest, cannot_save, when_writes_refused
 from coach.models import ChatSession, Message
 from coach.selectors import (
-    KeptMemory,
-    LookedBackAt,
-    look_backs_of,
-    memories_kept_from,
     messages_for_user,
     session_messages,
     session_to_write_in,
@@ -53,6 +48,7 @@ from coach.services import (
 )
 from coach.temporary import temporary_conversation_forget, temporary_conversation_shown
 from coach.turn import turn_start
+from coach.views.exchanges import Exchange, exchange_as_shown, exchanges_of, paged_to_of
 from coach.views.model_help import demo_coach_answers
 
 if TYPE_CHECKING:
@@ -71,18 +67,6 @@ CANNOT_SAVE = "We can't save right now; your text is kept in the box. Try again 
 TEMPORARY_DELETED = "Your temporary conversation is deleted, with everything said in it."
 
 
-@dataclass(frozen=True)
-class Exchange:
-    """A person's message and what became of it."""
-
-    message: Message
-    reply: Message | None
-    # What it left in the person's memory, once it is finished.
-    kept: list[KeptMemory] = field(default_factory=list)
-    # The past conversations the coach looked back at to answer it.
-    looked_back: list[LookedBackAt] = field(default_factory=list)
-
-
 @require_GET
 def chat(request: HttpRequest) -> HttpResponse:
     """The latest conversation, or a fresh page to start the first one; for a visitor, the
@@ -94,7 +78,7 @@ def chat(request: HttpRequest) -> HttpResponse:
     latest = sessions_listed_for_user(user=request.user).filter(ended_at__isnull=True).first()
     if latest is not None:
         return redirect("session", pk=latest.pk)
-    return render(request, "coach/chat.html", _page_context(request, user=request.user, session=None))
+    return render(request, "coach/chat.html", page_context(request, user=request.user, session=None))
 
 
 def landing(request: HttpRequest) -> HttpResponse:
@@ -124,8 +108,8 @@ def session_new(request: SignedInHttpRequest) -> HttpResponse:
     """GET: a fresh page to start a conversation. POST: start it with its first message (a
     conversation with nothing said is never made), once however often it is sent."""
     if request.method == "GET":
-        return render(request, "coach/chat.html", _page_context(request, user=request.user, session=None))
-    text, error = _posted_text(request)
+        return render(request, "coach/chat.html", page_context(request, user=request.user, session=None))
+    text, error = posted_text(request)
     if error is None and not within_rate(
         request.user.pk, "sessions", limit=settings.COACH_SESSIONS_PER_MINUTE, window_seconds=60
     ):
@@ -149,7 +133,7 @@ def session_new(request: SignedInHttpRequest) -> HttpResponse:
         return _composer_error(request, str(rejection), 422, session=None)
     first = Message.objects.filter(session=session, role=Message.Role.USER).order_by("pk").first()
     if first is not None:
-        _start(request, first)
+        start_answer(request, first)
     url = reverse("session", kwargs={"pk": session.pk})
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
@@ -159,7 +143,7 @@ def session_new(request: SignedInHttpRequest) -> HttpResponse:
 def session_page(request: SignedInHttpRequest, pk: int) -> HttpResponse:
     session = get_object_or_404(sessions_for_user(user=request.user), pk=pk)
     temporary_conversation_shown(session=session)
-    return render(request, "coach/chat.html", _page_context(request, user=request.user, session=session))
+    return render(request, "coach/chat.html", page_context(request, user=request.user, session=session))
 
 
 @login_required
@@ -167,7 +151,7 @@ def session_page(request: SignedInHttpRequest, pk: int) -> HttpResponse:
 @when_writes_refused(_cannot_save_message)
 def message_send(request: SignedInHttpRequest, pk: int) -> HttpResponse:
     """Save the person's message (once) and start its turn; hand the page the reply to follow."""
-    text, error = _posted_text(request)
+    text, error = posted_text(request)
     if error is None:
         error = _too_many_messages(request)
     if error is None:
@@ -192,19 +176,25 @@ def message_send(request: SignedInHttpRequest, pk: int) -> HttpResponse:
         if session is None:
             raise Http404("No such conversation.")
         return _composer_error(request, *error, session=session)
-    _start(request, message)
+    start_answer(request, message)
     if not request.htmx:
         return redirect("session", pk=pk)
-    context = {"session": message.session, "exchange": Exchange(message, None)}
-    return render(request, "coach/chat.html#exchange", context)
+    return render_exchange(request, Exchange(message, None, last=True))
 
 
 @login_required
 @require_GET
 def exchange(request: SignedInHttpRequest, pk: int, message_pk: int) -> HttpResponse:
-    """One message and its reply as the page shows it: how another open tab catches up."""
-    message = get_object_or_404(_people_messages(request, pk).select_related("session"), pk=message_pk)
-    context = {"session": message.session, "exchange": _as_shown(request, message)}
+    """One message and its reply as the page shows it: how another open tab catches up, and
+    how the person pages through its answers (`?answer=`, an earlier one)."""
+    message = get_object_or_404(people_messages(request, pk).select_related("session"), pk=message_pk)
+    paged_to = paged_to_of(request.GET.get("answer"))
+    return render_exchange(request, exchange_as_shown(user=request.user, message=message, paged_to=paged_to))
+
+
+def render_exchange(request: SignedInHttpRequest, exchange: Exchange) -> HttpResponse:
+    """The exchange as its partial of the chat page (what htmx swaps in)."""
+    context = {"session": exchange.message.session, "exchange": exchange, "max_chars": settings.COACH_MAX_MESSAGE_CHARS}
     return render(request, "coach/chat.html#exchange", context)
 
 
@@ -224,7 +214,7 @@ def reply_continue(request: SignedInHttpRequest, pk: int, message_pk: int) -> Ht
 
 
 def _answered_again(request: SignedInHttpRequest, pk: int, message_pk: int, ask: Callable[..., bool]) -> HttpResponse:
-    message = get_object_or_404(_people_messages(request, pk).select_related("session"), pk=message_pk)
+    message = get_object_or_404(people_messages(request, pk).select_related("session"), pk=message_pk)
     # Asking again spends the model as a new message does: the same limits apply.
     refused = _too_many_messages(request) if message.status == Message.Status.FAILED else None
     try:
@@ -240,13 +230,12 @@ def _answered_again(request: SignedInHttpRequest, pk: int, message_pk: int, ask:
             # Redis is away: a reader may be shown the earlier attempt until it expires, and
             # a reload shows the new reply from the database once it is saved.
             logger.warning("the earlier reply to message %s could not be cleared from its stream", message.pk)
-        turn_start(user_id=request.user.pk, message_id=message.pk)
+        start_answer(request, message, again=True)
     message.refresh_from_db()
     if not request.htmx:
         return redirect("session", pk=pk)
     # Asked again here, or already by another tab: either way the page is shown it as it is now.
-    context = {"session": message.session, "exchange": _as_shown(request, message)}
-    return render(request, "coach/chat.html#exchange", context)
+    return render_exchange(request, exchange_as_shown(user=request.user, message=message))
 
 
 @login_required
@@ -254,7 +243,7 @@ def _answered_again(request: SignedInHttpRequest, pk: int, message_pk: int, ask:
 def reply_stop(request: SignedInHttpRequest, pk: int, message_pk: int) -> HttpResponse:
     """Stop the reply being written: what is written so far is kept, marked stopped. The
     turn (in whichever web process runs it) sees the request within a fraction of a second."""
-    message = get_object_or_404(_people_messages(request, pk), pk=message_pk)
+    message = get_object_or_404(people_messages(request, pk), pk=message_pk)
     if message.status in (Message.Status.PENDING, Message.Status.ANSWERING):
         try:
             streams.stop_request(message.pk)
@@ -283,26 +272,18 @@ def session_close(request: SignedInHttpRequest, pk: int) -> HttpResponse:
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
 
-def _as_shown(request: SignedInHttpRequest, message: Message) -> Exchange:
-    """One of the person's exchanges as a page loaded now shows it: the message, its latest
-    reply, and what it left in their memory."""
-    reply = Message.objects.filter(reply_to=message).order_by("-pk").first()
-    kept = memories_kept_from(user=request.user, messages=[message]).get(message.pk, [])
-    looked_back = look_backs_of(user=request.user, messages=[message]).get(message.pk, [])
-    return Exchange(message, reply, kept, looked_back)
-
-
-def _start(request: SignedInHttpRequest, message: Message) -> None:
-    """The turn starts now, whether or not a browser follows it; other tabs are told."""
+def start_answer(request: SignedInHttpRequest, message: Message, *, again: bool = False) -> None:
+    """The turn starts now, whether or not a browser follows it; other tabs are told (that
+    the message is answered `again`, when it had been)."""
     turn_start(user_id=request.user.pk, message_id=message.pk)
     try:
-        streams.session_announce(message.session_id, message.pk)
+        streams.session_announce(message.session_id, message.pk, again=again)
     except Exception:
         # Other tabs learn of it on their next reload; the message and its turn are fine.
         logger.warning("message %s could not be announced to other tabs", message.pk, exc_info=True)
 
 
-def _posted_text(request: HttpRequest) -> tuple[str, tuple[str, int] | None]:
+def posted_text(request: HttpRequest) -> tuple[str, tuple[str, int] | None]:
     try:
         return request.POST.get("text", ""), None
     except RequestDataTooBig:
@@ -315,16 +296,11 @@ def _too_many_messages(request: SignedInHttpRequest) -> tuple[str, int] | None:
     return None
 
 
-def _page_context(request: HttpRequest, *, user: User, session: ChatSession | None) -> dict[str, object]:
+def page_context(request: HttpRequest, *, user: User, session: ChatSession | None) -> dict[str, object]:
+    """What the chat page shows: the conversation (if any), its exchanges, the sidebar."""
     messages = session_messages(session=session) if session else []
-    replies = {m.reply_to_id: m for m in messages if m.role == Message.Role.ASSISTANT}
-    kept = memories_kept_from(user=user, messages=messages)
-    looked_back = look_backs_of(user=user, messages=messages)
-    exchanges = [
-        Exchange(m, replies.get(m.pk), kept.get(m.pk, []), looked_back.get(m.pk, []))
-        for m in messages
-        if m.role == Message.Role.USER
-    ]
+    paged_to = paged_to_of(request.GET.get("answer")) if request.method == "GET" else None
+    exchanges = exchanges_of(user=user, session=session, messages=messages, paged_to=paged_to) if session else []
     return {
         "session": session,
         "sessions": sessions_listed_for_user(user=user)[:SIDEBAR_SESSIONS],
@@ -349,7 +325,7 @@ def _not_remembered_chosen(request: HttpRequest) -> bool:
         return False
 
 
-def _people_messages(request: SignedInHttpRequest, session_pk: int) -> QuerySet[Message]:
+def people_messages(request: SignedInHttpRequest, session_pk: int) -> QuerySet[Message]:
     return messages_for_user(user=request.user).filter(session_id=session_pk, role=Message.Role.USER)
 
 
@@ -359,7 +335,7 @@ def _composer_error(
     if not request.htmx:
         typed = "" if status == 413 else request.POST.get("text", "")
         context = {
-            **_page_context(request, user=request.user, session=session),
+            **page_context(request, user=request.user, session=session),
             "composer_error": error,
             "typed": typed,
         }

@@ -174,10 +174,11 @@ async def _session_events(
                 # Other tabs' messages show on the next reload meanwhile.
                 await asyncio.sleep(QUIET_SECONDS)
                 posted = []
-            for event_id, message_id in posted:
-                after = event_id
-                url = reverse("exchange", kwargs={"pk": session_id, "message_pk": message_id})
-                yield _sse("message", {"message_id": message_id, "url": url}, event_id=event_id)
+            for news in posted:
+                after = news.event_id
+                url = reverse("exchange", kwargs={"pk": session_id, "message_pk": news.message_id})
+                data = {"message_id": news.message_id, "url": url, "again": news.again}
+                yield _sse("message", data, event_id=news.event_id)
             if not posted:
                 yield ": nothing new\n\n"
                 await _quietly(open_readers.reader_alive(user_id, token))
@@ -286,7 +287,10 @@ def _outcome_of(message_id: int) -> tuple[str, dict[str, Any]] | None:
         if Message.objects.filter(reply_to_id=message_id, status=Message.Status.LIMITED).exists():
             return streams.FAILED, {"message": REACHED_LENGTH, "limited": True}
         return streams.FAILED, {"message": FAILED_RETRYABLE}
-    reply = Message.objects.filter(reply_to_id=message_id).order_by("-pk").first()
+    # Its latest answer: one it had before it was answered again is not this one.
+    reply = (
+        Message.objects.filter(reply_to_id=message_id).exclude(status=Message.Status.REPLACED).order_by("-pk").first()
+    )
     html = render_reply(reply.content) if reply is not None else ""
     if reply is not None and reply.status == Message.Status.STOPPED:
         return streams.STOPPED, {"html": html}

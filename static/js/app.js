@@ -2,7 +2,8 @@
 "use strict";
 
 (() => {
-  const following = new Set();
+  // The replies being followed here, by stream: the bubble each one is shown in.
+  const following = new Map();
   const STILL_THINKING_AFTER_MS = 6000;
   const fetching = new Set();
 
@@ -45,7 +46,11 @@
 
   function showError(origin, text) {
     const inComposer = origin && origin.closest && origin.closest("#composer");
-    const target = inComposer ? document.getElementById("composer-error") : document.getElementById("page-alert");
+    // Regenerate's and an edit's own place for what went wrong, beside them.
+    const beside = origin && origin.closest && origin.closest(".message-edit-form, .answer-actions");
+    const target = inComposer
+      ? document.getElementById("composer-error")
+      : beside?.querySelector(".answer-error") || document.getElementById("page-alert");
     if (target) target.textContent = text;
   }
 
@@ -168,8 +173,11 @@
   // picked up where it left off (the browser sends the last event's id back).
   function follow(bubble) {
     const url = bubble.dataset.streamUrl;
-    if (!url || following.has(url)) return;
-    following.add(url);
+    if (!url) return;
+    const earlier = following.get(url);
+    if (earlier && earlier.bubble.isConnected) return;
+    // The exchange was shown anew (answered again, or fetched twice): this bubble follows.
+    earlier?.finish();
     setSending(true);
     const text = bubble.querySelector(".reply-text");
     const exchange = bubble.closest(".exchange");
@@ -180,9 +188,10 @@
       finished = true;
       clearTimeout(thinking);
       source.close();
-      following.delete(url);
+      if (following.get(url)?.bubble === bubble) following.delete(url);
       if (following.size === 0) setSending(false);
     };
+    following.set(url, { bubble, finish });
     const data = (event) => JSON.parse(event.data);
     // A model slow to start: after a few seconds the person is told it is still thinking.
     const thinking = setTimeout(() => {
@@ -245,7 +254,16 @@
     source.addEventListener("message", (event) => {
       const posted = JSON.parse(event.data);
       const id = "exchange-" + posted.message_id;
-      if (document.getElementById(id) || fetching.has(id)) return;
+      if (fetching.has(id)) return;
+      const shown = document.getElementById(id);
+      if (shown) {
+        // Answered again from another tab: shown anew here, unless this tab asked (and follows it).
+        const bubble = shown.querySelector("[data-stream-url]");
+        if (!posted.again || (bubble && following.get(bubble.dataset.streamUrl)?.bubble === bubble)) return;
+        fetching.add(id);
+        htmx.ajax("GET", posted.url, { target: shown, swap: "outerHTML" }).finally(() => fetching.delete(id));
+        return;
+      }
       fetching.add(id);
       htmx
         .ajax("GET", posted.url, { target: "#messages", swap: "beforeend" })
@@ -347,19 +365,94 @@
     navigator.sendBeacon(url, data);
   });
 
+  // A cue's Undo on a page the server drew (a form, so it works without JavaScript too)
+  // takes the memory back here, as a cue drawn while the reply was written does.
+  document.addEventListener("submit", (event) => {
+    const form = event.target;
+    if (!form.matches?.("form.cue-undo")) return;
+    event.preventDefault();
+    const button = event.submitter || document.querySelector(`[form="${form.id}"]`);
+    const line = button?.closest(".memory-cue");
+    if (line) undoSave(line, button, { undo_url: form.action, summary: form.dataset.summary });
+  });
+
+  // Editing a message: the box is ready to type in when it opens, Enter sends it as in the
+  // message box, Escape puts it away.
+  document.addEventListener(
+    "toggle",
+    (event) => {
+      const edit = event.target;
+      if (!edit.matches?.(".message-edit") || !edit.open) return;
+      const box = edit.querySelector("textarea");
+      box.focus();
+      box.setSelectionRange(box.value.length, box.value.length);
+    },
+    true,
+  );
+  document.addEventListener("keydown", (event) => {
+    const box = event.target.closest?.(".message-edit-form textarea");
+    if (!box) return;
+    if (event.key === "Escape") {
+      const edit = box.closest(".message-edit");
+      edit.open = false;
+      edit.querySelector("summary").focus();
+    } else if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      box.form.requestSubmit();
+    }
+  });
+
+  // Paging through a message's answers, or answering it anew, draws the exchange again:
+  // the focus goes back where it was (the same arrow), or, after an answer anew, to the
+  // message box.
+  let refocus = null;
+  document.addEventListener("htmx:beforeRequest", (event) => {
+    const from = event.detail.elt;
+    if (from.closest?.(".answer-pager")) refocus = { pager: from.id, exchange: from.closest(".exchange").id };
+    else if (from.matches?.(".regenerate-form, .message-edit-form")) refocus = { composer: true };
+  });
+  document.addEventListener("htmx:afterRequest", (event) => {
+    if (!event.detail.successful) refocus = null;
+  });
+  document.addEventListener("htmx:afterSettle", () => {
+    if (!refocus) return;
+    const wanted = refocus;
+    refocus = null;
+    if (wanted.pager) {
+      const exchange = document.getElementById(wanted.exchange);
+      const arrow = document.getElementById(wanted.pager) || exchange?.querySelector(".answer-pager a");
+      arrow?.focus();
+    } else {
+      document.getElementById("composer-text")?.focus();
+    }
+  });
+
   document.addEventListener("click", (event) => {
     // A Stop says so at once; the reply ends within a moment, with what was written kept.
     const stop = event.target.closest?.(".stop-button");
     if (stop) setTimeout(() => ((stop.disabled = true), (stop.textContent = "Stopping…")));
   });
 
-  // Every request that fails says why, beside the form that sent it or at the top.
-  document.addEventListener("htmx:responseError", (event) => {
-    const xhr = event.detail.xhr;
+  // What a failed request means: the server's own words when it sends plain text.
+  function failureText(xhr) {
     const plain = (xhr.getResponseHeader("Content-Type") || "").startsWith("text/plain");
     const text = plain && xhr.responseText.trim() ? xhr.responseText.trim() : FAILED_REQUEST[xhr.status];
-    showError(event.detail.elt, text || `That didn't work (error ${xhr.status}). Nothing was lost: try again.`);
+    return text || `That didn't work (error ${xhr.status}). Nothing was lost: try again.`;
+  }
+
+  // Regenerate and an edit refused: their words go beside the form, never in the exchange,
+  // and the focus stays where it is.
+  document.addEventListener("htmx:beforeSwap", (event) => {
+    const from = event.detail.requestConfig?.elt;
+    if (event.detail.xhr.status < 400 || !from?.matches?.(".regenerate-form, .message-edit-form")) return;
+    event.detail.shouldSwap = false;
+    event.detail.isError = false;
+    refocus = null;
+    showError(from, failureText(event.detail.xhr));
   });
+
+  // Every request that fails says why, beside the form that sent it or at the top.
+  document.addEventListener("htmx:responseError", (event) => showError(event.detail.elt, failureText(event.detail.xhr)));
   document.addEventListener("htmx:sendError", (event) => showError(event.detail.elt, FAILED_REQUEST[0]));
   document.addEventListener("htmx:beforeRequest", () => {
     const alert = document.getElementById("page-alert");

@@ -25,7 +25,8 @@ from accounts.models import User
 from accounts.where_words_live import Way
 from coach.exchange_index import exchanges_index
 from coach.look_back import LOOK_BACK_TOOL
-from coach.models import ChatSession, ConversationEmbedding
+from coach.models import ChatSession, ConversationEmbedding, Message
+from coach.runner import wait_for_running
 from coach.services import message_post, session_end, session_start, session_summary_save, summaries_due
 from coach.tasks import summarise_session
 from coach.temporary import LEAVE_GRACE_SECONDS, temporary_conversation_left, temporary_conversations_sweep
@@ -224,7 +225,7 @@ def test_the_export_holds_no_process_internals(user: User, model_server: ModelSe
 
     messages = [m for s in exported["chat_sessions"] for m in s["messages"]]
     assert messages
-    internals = {"claimed_by", "claimed_at", "attempt", "heartbeat_at", "claim_token", "summary_claimed_at"}
+    internals = {"claimed_by", "claimed_at", "attempt", "heartbeat_at", "claim_token", "summary_claimed_at", "attempts"}
     for row in [*messages, *exported["chat_sessions"], *exported["emails"]]:
         assert not internals & set(row), sorted(internals & set(row))
     assert all("prompt" not in key for s in exported["chat_sessions"] for key in s if key != "messages")
@@ -458,6 +459,48 @@ def test_a_temporary_conversation_ended_is_found_nowhere(model_server: ModelServ
     assert session.pk not in summaries_due()
 
 
+def a_person_who_said(email: str, phrase: str, model_server: ModelServer) -> tuple[User, Message]:
+    """A person whose last message, in a conversation under way that it titles, said
+    `phrase`; answered with it quoted (the answer kept in Redis), and indexed for the
+    look-back."""
+    person = make_user(email)
+    session = make_session(person)
+    answered(person, session, f"The {phrase} is what I train for", model_server, reply=f"The {phrase}, noted.")
+    exchanges_index(user_id=person.pk)
+    return person, Message.objects.get(session=session, role="user")
+
+
+def test_an_edited_message_leaves_its_earlier_words_nowhere_they_could_be_sent_or_found(
+    model_server: ModelServer,
+) -> None:
+    person, message = a_person_who_said("forgets@example.com", PHRASE, model_server)
+    other, _ = a_person_who_said("keeps@example.com", OTHER, model_server)
+    client = Client()
+    client.force_login(person)
+    model_server.queue_text("A half marathon, then.")
+
+    response = client.post(
+        f"/chat/{message.session_id}/messages/{message.pk}/edit",
+        {"text": "The half marathon is what I train for", "asked_at": message.waiting_since.isoformat()},
+        headers={"HX-Request": "true"},
+    )
+
+    assert response.status_code == 200
+    assert wait_for_running(timeout=TURN_SECONDS)
+    assert_forgotten(PHRASE, person, way=Way.MESSAGE_EDITED, model_server=model_server)
+    still_holds(
+        OTHER,
+        other,
+        model_server,
+        "coach_message.content",
+        "coach_chatsession.title",
+        "coach_conversationembedding.embedding",
+        "redis",
+        "search_conversations",
+        "the export",
+    )
+
+
 def test_an_erased_account_is_found_nowhere_and_the_other_persons_stay(model_server: ModelServer) -> None:
     person, _ = a_person_who_remembers("forgets@example.com", PHRASE, model_server)
     answered(person, make_session(person), f"The {PHRASE} again", model_server, reply=f"The {PHRASE}.")
@@ -480,3 +523,22 @@ def test_an_undo_voided_by_deleting_all_brings_nothing_back(model_server: ModelS
         memory_undo_delete(user=User.objects.get(pk=person.pk), token=token)
 
     assert_forgotten(PHRASE, person, way=Way.UNDO_VOIDED, model_server=model_server)
+
+
+def test_a_recap_being_drafted_when_its_summary_is_forgotten_is_withdrawn_and_its_sender_loses_its_claim(
+    user: User,
+) -> None:
+    import uuid
+
+    past = make_session(user)
+    session_end(session=past)
+    session_summary_save(session=past, summary=f"You planned the week around the {PHRASE}.")
+    recap = make_email(user, kind=Email.Kind.SESSION_SUMMARY, period_key=f"session-{past.pk}")
+    Email.objects.filter(pk=recap.pk).update(
+        session=past, status=Email.Status.DRAFTING, claim_token=uuid.uuid4(), claimed_at=timezone.now()
+    )
+
+    assert summary_forget_by_person(user=user, session_id=past.pk)
+
+    recap.refresh_from_db()
+    assert (recap.status, recap.claim_token) == (Email.Status.SKIPPED, None)

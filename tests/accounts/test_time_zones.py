@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import UTC, date, datetime
 from types import SimpleNamespace
 
@@ -9,6 +11,7 @@ import pytest
 from django.template import Context, Template
 
 from accounts.time_zones import canonical_zone, zone_choices, zone_label
+from tests.processes import REPO
 
 
 @pytest.mark.parametrize(
@@ -77,3 +80,36 @@ def test_without_a_zone_to_go_by_times_are_shown_in_utc_and_say_so(time_zone: st
         "{% person_time moment %}", time_zone=time_zone, moment=moment
     )
     assert render("{% person_zone %}", time_zone=time_zone) == "UTC"
+
+
+def test_a_process_reads_the_time_zone_database_once_however_often_it_offers_the_list() -> None:
+    # A fresh interpreter: the list is built as the module is imported, and never again.
+    script = """
+import zoneinfo
+scans = 0
+real = zoneinfo.available_timezones
+def counted():
+    global scans
+    scans += 1
+    return real()
+zoneinfo.available_timezones = counted
+from accounts.time_zones import canonical_zone, is_zone, zone_choices
+at_import = scans
+for _ in range(3):
+    zone_choices(current="Etc/GMT+3")
+    zone_choices()
+    [is_zone(name) for name in ("Europe/Oslo", "US/Pacific", "Mars/Olympus_Mons")]
+    [canonical_zone(name) for name in ("Asia/Calcutta", "Europe/Kiev", "Nowhere/At_All")]
+print(at_import, scans)
+"""
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True)
+
+    assert done.stdout.split() == ["1", "1"]
+
+
+def test_the_offered_list_is_the_same_on_every_call_and_not_shared_for_changes() -> None:
+    first = zone_choices(current="Etc/GMT+3")
+    first.append(("Mars/Olympus_Mons", "Olympus Mons"))
+
+    assert zone_choices(current="Etc/GMT+3")[-1] != ("Mars/Olympus_Mons", "Olympus Mons")
+    assert zone_choices()[1:] == zone_choices(current="Etc/GMT+3")[2:]

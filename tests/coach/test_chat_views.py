@@ -96,7 +96,10 @@ def test_each_finished_exchange_shows_what_it_left_in_memory_as_it_reads_now(
         return re.findall(r'<p class="memory-cue">(.*?)</p>', exchange)
 
     # The summary as text: the person's words never become markup.
-    knee_cue = f'Saved to memory: Left knee &lt;b&gt;hurts&lt;/b&gt; · <a href="/memories/{knee.pk}/">View</a>'
+    knee_cue = (
+        f'Saved to memory: Left knee &lt;b&gt;hurts&lt;/b&gt; · <a href="/memories/{knee.pk}/">View</a>'
+        f' · <button type="submit" class="link" form="undo-memory-{knee.pk}">Undo</button>'
+    )
     assert cues_of(knee_said) == [knee_cue]
     assert cues_of(talk_said) == [], "a memory since deleted is not named; another person's never"
     assert cues_of(sundays_said) == [f'Updated in memory: Runs on Sundays · <a href="/memories/{runs.pk}/">View</a>']
@@ -105,17 +108,34 @@ def test_each_finished_exchange_shows_what_it_left_in_memory_as_it_reads_now(
     assert knee_cue in other_tab
 
 
-def test_a_memory_made_before_a_retried_answer_began_is_shown_as_updated_by_it(client_of: Client, user: User) -> None:
+def test_a_memory_saved_by_an_earlier_answer_is_shown_as_saved_by_the_exchange_with_its_undo(
+    client_of: Client, user: User
+) -> None:
     session = make_session(user, "I run on Sundays", "Good.")
     said = session.messages.get(role="user")
-    # Made after the message was sent, by another exchange, before this one was answered again.
+    # Saved by an answer that failed (or was replaced), before this one was answered again.
     runs = make_memory(user, "runs", summary="Runs on Sundays")
     Message.objects.filter(pk=said.pk).update(claimed_at=timezone.now())
     Memory.objects.filter(pk=runs.pk).update(message_id=said.pk)
 
     html = client_of.get(f"/chat/{session.pk}/").content.decode()
 
-    assert f'Updated in memory: Runs on Sundays · <a href="/memories/{runs.pk}/">View</a>' in html
+    assert f'Saved to memory: Runs on Sundays · <a href="/memories/{runs.pk}/">View</a>' in html
+    assert (
+        f'<form id="undo-memory-{runs.pk}" class="cue-undo" method="post" action="/memories/{runs.pk}/delete"' in html
+    )
+
+
+def test_a_memory_kept_before_the_message_was_sent_is_shown_as_updated_by_it(client_of: Client, user: User) -> None:
+    session = make_session(user, "I run on Sundays", "Good.")
+    said = session.messages.get(role="user")
+    runs = make_memory(user, "runs", summary="Runs on Sundays", updated_at=said.created_at - timedelta(days=2))
+    Memory.objects.filter(pk=runs.pk).update(message_id=said.pk)
+
+    html = client_of.get(f"/chat/{session.pk}/").content.decode()
+
+    assert f'Updated in memory: Runs on Sundays · <a href="/memories/{runs.pk}/">View</a></p>' in html
+    assert "undo-memory" not in html, "an update is not undone by deleting the memory"
 
 
 def test_a_retry_another_tab_already_answered_shows_the_reply_and_its_cues(client_of: Client, user: User) -> None:

@@ -143,7 +143,8 @@ def test_the_cue_of_a_memory_saved_in_a_reply_is_still_there_after_a_reload(
     page.reload()
 
     cue = page.get_by_role("status").locator(".memory-cue")
-    expect(cue).to_have_text("Saved to memory: Giving a talk in June · View")
+    # Its Undo too: what the coach saved can be taken back from its cue whenever it shows.
+    expect(cue).to_have_text("Saved to memory: Giving a talk in June · View · Undo")
     memory = Memory.objects.get(user=user)
     cue.get_by_role("link", name="View").click()
     expect(page).to_have_url(f"{live_app}/memories/{memory.pk}/")

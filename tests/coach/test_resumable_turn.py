@@ -435,7 +435,8 @@ def test_a_page_loaded_after_the_reply_shows_the_cue_of_the_memory_it_saved_and_
     after = page(page_url, cookie=cookie)
     view = f'<a href="/memories/{memory.pk}/">View</a>'
     assert after.count('class="memory-cue"') == 1
-    assert f'<p class="memory-cue">Saved to memory: Giving a talk in June · {view}</p>' in after
+    undo = f'<button type="submit" class="link" form="undo-memory-{memory.pk}">Undo</button>'
+    assert f'<p class="memory-cue">Saved to memory: Giving a talk in June · {view} · {undo}</p>' in after
 
 
 def page(url: str, *, cookie: str) -> str:

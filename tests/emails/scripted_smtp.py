@@ -9,16 +9,17 @@ counts what the server got, never what the app says it sent.
 
 from __future__ import annotations
 
-import contextlib
 import re
 import socket
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Self
+from functools import partial
+from typing import Any, BinaryIO
 
-from tests.processes import free_port
+from tests.sockets import SocketServer
 
 WAIT_SECONDS = 30.0
 # However long a script waits, the server's side of a connection gives up after this.
@@ -38,33 +39,16 @@ class Script:
     end_of_data_reply: str = "250 2.0.0 OK: queued"
 
 
-class ScriptedSmtpServer:
+class ScriptedSmtpServer(SocketServer):
     def __init__(self, port: int | None = None) -> None:
-        self.port = port or free_port()
+        super().__init__(port)
         # Set while a connection scripted with hold_at_rcpt waits for its client to go.
         self.held = threading.Event()
         self._scripts: deque[Script] = deque()
         self._received: list[bytes] = []
         self._connections = 0
+        self._closed = 0
         self._condition = threading.Condition()
-        self._listener: socket.socket | None = None
-        self._clients: list[socket.socket] = []
-
-    def start(self) -> Self:
-        listener = socket.create_server(("127.0.0.1", self.port), reuse_port=False)
-        listener.settimeout(0.2)
-        self._listener = listener
-        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        listener, self._listener = self._listener, None
-        if listener is not None:
-            listener.close()
-        with self._condition:
-            clients, self._clients = self._clients, []
-        for client in clients:
-            _close(client)
 
     @property
     def mailer(self) -> dict[str, Any]:
@@ -108,6 +92,12 @@ class ScriptedSmtpServer:
             assert arrived, f"{count} message(s) expected within {timeout} s, {len(self._received)} arrived"
             return list(self._received)
 
+    def wait_for_closed(self, count: int, timeout: float = WAIT_SECONDS) -> None:
+        """Until `count` connections have ended, whoever hung up."""
+        with self._condition:
+            ended = self._condition.wait_for(lambda: self._closed >= count, timeout)
+            assert ended, f"{count} connection(s) expected to end within {timeout} s, {self._closed} did"
+
     def wait_for_connections(self, count: int, timeout: float = WAIT_SECONDS) -> None:
         with self._condition:
             came = self._condition.wait_for(lambda: self._connections >= count, timeout)
@@ -115,20 +105,12 @@ class ScriptedSmtpServer:
 
     # Serving ----------------------------------------------------------------------------
 
-    def _accept(self, listener: socket.socket) -> None:
-        while self._listener is listener:
-            try:
-                client, _ = listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            with self._condition:
-                self._connections += 1
-                script = self._scripts.popleft() if self._scripts else Script()
-                self._clients.append(client)
-                self._condition.notify_all()
-            threading.Thread(target=self._serve, args=(client, script), daemon=True).start()
+    def connected(self, client: socket.socket) -> Callable[[], None]:
+        with self._condition:
+            self._connections += 1
+            script = self._scripts.popleft() if self._scripts else Script()
+            self._condition.notify_all()
+        return partial(self._serve, client, script)
 
     def _serve(self, client: socket.socket, script: Script) -> None:
         client.settimeout(SERVER_IDLE_SECONDS)
@@ -141,6 +123,10 @@ class ScriptedSmtpServer:
             # The client went away (timed out, killed): what came before the end of
             # data is dropped, as a real server drops it.
             return
+        finally:
+            with self._condition:
+                self._closed += 1
+                self._condition.notify_all()
 
     def _converse(self, client: socket.socket, lines: BinaryIO, script: Script) -> None:
         while line := lines.readline():
@@ -179,9 +165,3 @@ class ScriptedSmtpServer:
 
 def _say(client: socket.socket, reply: str) -> None:
     client.sendall(reply.encode() + b"\r\n")
-
-
-def _close(client: socket.socket) -> None:
-    with contextlib.suppress(OSError):
-        client.shutdown(socket.SHUT_RDWR)
-    client.close()

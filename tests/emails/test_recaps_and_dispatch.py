@@ -3,9 +3,11 @@ waited: an email kept back by quiet hours, a task that was lost, a dead worker's
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
+from socket import gethostname
 
 import pytest
 from django.core import mail
@@ -15,6 +17,7 @@ from accounts.models import User
 from coach.models import ChatSession
 from coach.services import session_end
 from coach.tasks import summarise_ended_sessions
+from emails.claims import claim_holder
 from emails.models import Email
 from emails.planning import emails_dispatch_due, emails_worker_started, session_recap_plan, session_recaps_plan
 from offline_coach import ModelServer
@@ -204,16 +207,31 @@ def test_a_stale_claim_whose_end_had_gone_to_the_server_is_recorded_unconfirmed_
     assert "it may have been delivered, so it is not sent again" in unconfirmed.error
 
 
-def test_a_restarted_worker_hands_out_at_once_what_its_predecessor_held_before_the_end_went(
+def test_a_restarted_worker_hands_out_at_once_what_a_dead_process_on_its_host_held(
     user: User, handed: list[int], committed
 ) -> None:
     now = timezone.now()
-    mine = make_email(user, period_key="mine", status="sending", claimed_at=now, claimed_by="mailer@host (pid 41)")
-    other = make_email(user, period_key="other", status="sending", claimed_at=now, claimed_by="mailer-2@host (pid 7)")
+    # A process of this host that is no more, and this very one, alive: both just claimed.
+    dead_pid = a_pid_that_is_gone()
+    dead = make_email(
+        user,
+        period_key="dead",
+        status="sending",
+        claimed_at=now,
+        claimed_by=f"mailer@host ({gethostname()}:{dead_pid}:0)",
+    )
+    alive = make_email(user, period_key="alive", status="drafting", claimed_at=now, claimed_by=claim_holder("mailer"))
 
     with committed():
-        assert emails_worker_started(node="mailer@host", now=now) == 1
+        assert emails_worker_started(now=now) == 1
 
-    assert handed == [mine.pk]
-    assert Email.objects.get(pk=mine.pk).status == "queued"
-    assert Email.objects.get(pk=other.pk).status == "sending"
+    assert handed == [dead.pk]
+    assert Email.objects.get(pk=dead.pk).status == "queued"
+    assert Email.objects.get(pk=alive.pk).status == "drafting"
+
+
+def a_pid_that_is_gone() -> int:
+    """The pid of a process of this host that ran, ended and was collected."""
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    return ended.pid

@@ -16,9 +16,10 @@ from django.utils import timezone
 
 import emails.sending
 from accounts.models import User
+from emails.delivery import is_temporary_smtp_failure
 from emails.models import Email, EmailPreference
 from emails.planning import nudges_plan
-from emails.sending import EmailTemporaryFailure, SendOutcome, email_send, is_temporary_smtp_failure
+from emails.sending import EmailTemporaryFailure, SendOutcome, email_send
 from emails.tasks import send_email
 from emails.unsubscribe import unsubscribe_token
 from memory.models import MemoryEvent

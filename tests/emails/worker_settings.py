@@ -1,10 +1,12 @@
-"""Settings for a Celery worker that a test runs as a process of its own (and may kill).
+"""Settings for a Celery worker or beat that a test runs as a process of its own (and may
+kill).
 
 The test settings, plus what only the test process knows: its test database's name and
-its SMTP server's port. SMTP's waits are seconds, not minutes. The broker's visibility
-timeout and the stale-claim limit stay production's (about an hour each), and no beat
-runs the dispatcher: an email that goes out within the test's minutes after a worker's
-restart was released by that restart, not handed out again by Redis or the dispatcher.
+its SMTP server's port. SMTP's waits are seconds, not minutes. The claims' heartbeat and
+its silence stay production's (2 s, 10 s), and so do the broker's visibility timeout and
+the stale-claim limit (about an hour each): an email that goes out within the test's
+minute after its worker died was handed on because its holder's process was gone or its
+heartbeat stopped, not because Redis or the last resort let it go.
 """
 
 import os

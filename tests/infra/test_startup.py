@@ -7,10 +7,12 @@ import contextvars
 
 import pytest
 from asgiref.local import _Storage
+from django.template.base import Template
 from django.test import Client
 from django.urls import clear_url_caches
 
-from infra.startup import url_resolvers_filled
+from accounts.models import User
+from infra.startup import templates_compiled, url_resolvers_filled
 
 # A page that names other pages by their URLs' names, as most do: reversing fills resolvers.
 PAGE = "/accounts/login/"
@@ -55,3 +57,25 @@ def test_a_first_request_fills_the_resolvers_in_its_own_context_unless_they_were
     assert _values_a_first_request_leaves(client) == 1
     # And the resolvers answer as before.
     assert client.get(PAGE).status_code == 200
+
+
+def test_once_every_template_is_compiled_at_startup_the_account_page_compiles_none(
+    client: Client, user: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Forms' widgets have an engine of their own: its templates count too.
+    templates_compiled()
+    compiled: list[str | None] = []
+    real = Template.__init__
+
+    def counted(
+        self: Template, template_string: object, origin: object = None, name: object = None, engine: object = None
+    ) -> None:
+        compiled.append(getattr(origin, "name", None))
+        real(self, template_string, origin, name, engine)
+
+    monkeypatch.setattr(Template, "__init__", counted)
+    client.force_login(user)
+
+    assert client.get("/account/").status_code == 200
+    assert client.get("/memories/").status_code == 200
+    assert compiled == []

@@ -14,6 +14,7 @@ from django.test import Client
 from django.utils import timezone
 
 import memory.services
+import memory.tool_writes
 from accounts.forgetting import account_delete
 from accounts.models import LoginSession, User
 from coach.models import ChatSession
@@ -109,18 +110,18 @@ def test_a_coach_update_never_undoes_a_change_made_while_it_was_embedding(
     user: User, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     make_memory(user, "long-run", summary="Long run on Sundays")
-    embed = memory.services.embed_memory
+    embed = memory.tool_writes.embed_memory
 
     def meanwhile_another_tab_saves(**text: str):
         # The embedding call is the window: another turn updates the same note meanwhile.
-        monkeypatch.setattr(memory.services, "embed_memory", embed)
+        monkeypatch.setattr(memory.tool_writes, "embed_memory", embed)
         current = memory_named(user, "long-run")
         changed = MemoryDraft.of(current)
         changed = MemoryDraft(**{**changed.__dict__, "summary": "Long run on Saturdays now"})
         memory_save(user=user, draft=changed, source="coach", actor="coach")
         return embed(**text)
 
-    monkeypatch.setattr(memory.services, "embed_memory", meanwhile_another_tab_saves)
+    monkeypatch.setattr(memory.tool_writes, "embed_memory", meanwhile_another_tab_saves)
     result = update(ToolContext(user=user), "long-run", summary="Long run on Sundays, 20 km")
 
     assert result["status"] == "changed_meanwhile"

@@ -16,6 +16,7 @@ from infra.llm import Embedding
 from memory.context import assemble_memory_context
 from memory.drafts import (
     MemoryDraft,
+    MemoryFull,
     MemoryInvalid,
     MemoryIsProtected,
     MemoryNotFound,
@@ -338,3 +339,22 @@ def test_reembed_renews_only_memories_of_another_model(user: User, model_server:
     assert set(Memory.objects.values_list("embedding_model", flat=True)) == {"bag-of-words"}
     assert Memory.objects.get(pk=current.pk).version == current.version
     assert MemoryEvent.objects.filter(action="reembedded").count() == 3
+
+
+def test_moving_a_weekly_episode_out_past_what_one_person_keeps_is_refused_and_changes_nothing(
+    user: User, settings
+) -> None:
+    settings.MEMORY_MAX_STORED, settings.MEMORY_MAX_PER_PERSON = 2, 3
+    for n in range(3):
+        make_memory(user, f"typed-{n}", source="user", category="habit", summary=f"Typed fact {n}")
+    episode = make_memory(user, "week-2026-40", category="episode", summary="A week of easy runs")
+
+    with pytest.raises(MemoryFull):
+        memory_edit_by_user(
+            user=user,
+            memory_id=episode.pk,
+            draft=MemoryDraft(key="", tier="episodic", category="goal", summary="Run easy all autumn", content=""),
+        )
+
+    episode.refresh_from_db()
+    assert (episode.category, episode.summary) == ("episode", "A week of easy runs")

@@ -313,10 +313,22 @@ def test_a_new_memory_is_one_transaction_after_its_reads_and_one_embedding(
         assert save(user, "swims", "Swims on Tuesdays")["status"] == "saved"
 
     # Whether any memory is embedded by another model, the key, its near-copies (by words and
-    # meaning, one statement); then, in one transaction, the person's row locked, the key
-    # (locked) and the store read after it, and the memory written with its event.
+    # meaning, one statement); then, in one transaction, the person's row locked (where a
+    # turn's call asks whether the turn is still under way: ToolContext.writing), and within
+    # it the write as every writer makes it: the row locked again, the key (locked) and the
+    # store read after it, and the memory written with its event.
     statements = [query["sql"].split()[0] for query in captured.captured_queries]
-    assert statements == [*["SELECT"] * 2, "WITH", "BEGIN", *["SELECT"] * 3, "WITH", "COMMIT"]
+    assert statements == [
+        *["SELECT"] * 2,
+        "WITH",
+        "BEGIN",
+        "SELECT",
+        "SAVEPOINT",
+        *["SELECT"] * 3,
+        "WITH",
+        "RELEASE",
+        "COMMIT",
+    ]
     assert sum(1 for request in model_server.requests if request.path.endswith("/embeddings")) == embeddings_before + 1
     event = MemoryEvent.objects.get(user=user, memory_id=memory_named(user, "swims").pk)
     assert (event.action, event.actor, event.after_fields()["summary"]) == ("created", "coach", "Swims on Tuesdays")
@@ -441,7 +453,9 @@ def test_an_embedding_outage_is_a_result_the_turn_survives(user: User, model_ser
 
     result = save(user, "left-shoulder", "Bad left shoulder")
 
-    assert result["status"] == "error" and "unavailable" in result["error"]
+    assert result["status"] == "not_saved"
+    assert result["reason"].startswith("memory could not be reached just now (the model answered 503")
+    assert result["reason"].endswith("nothing was saved or changed")
     assert not Memory.objects.filter(user=user).exists()
 
 

@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("coach", "0013_month_dates_and_stage_at_notes"),
+        ("coach", "0014_earlier_answers"),
     ]
 
     operations = [
