@@ -217,6 +217,9 @@ def test_a_conversation_not_remembered_leaves_no_memory_summary_or_email_behind(
         session_end(session=session)
     summarise_ended_sessions()
     session_recaps_plan()
+    # A nudge waits until the person's first day and their last message are well behind them.
+    User.objects.filter(pk__in=sessions).update(date_joined=now - timedelta(days=2))
+    ChatSession.objects.filter(pk__in=[s.pk for s in sessions.values()]).update(last_message_at=now - timedelta(days=1))
     nudges_plan()
     check_ins_plan(now=now)
     emails_dispatch_due()
