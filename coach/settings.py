@@ -623,6 +623,7 @@ SERVESTATIC_AUTOREFRESH = DEBUG
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+_ROUTINE_LEVEL = "DEBUG" if env_str("LOG_LEVEL", "INFO").upper() == "DEBUG" else "WARNING"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -635,5 +636,8 @@ LOGGING = {
         "httpx2": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
         "django.request": {"filters": ["forbidden_without_traceback"]},
+        # Each periodic task's receipt and success, every few seconds: at DEBUG only, or
+        # they bury what the console is for (coach/supervisor.py quiets the scheduler).
+        **{name: {"level": _ROUTINE_LEVEL} for name in ("celery.app.trace", "celery.worker.strategy")},
     },
 }
