@@ -331,3 +331,15 @@ def test_after_an_unsubscribe_the_account_page_says_so_and_emails_can_resume(cli
     assert "Your coach may email you again." in response.content.decode()
     assert EmailPreference.objects.get(user=user).unsubscribed_at is None
     assert "You unsubscribed on" not in client.get("/account/").content.decode()
+
+
+def test_the_note_under_the_data_actions_speaks_of_all_three_that_ask_for_the_password(
+    client: Client, user: User
+) -> None:
+    client.force_login(user)
+
+    page = client.get("/account/").content.decode()
+
+    section = page[page.index('id="your-data"') :].split("</section>")[0]
+    assert section.count('class="data-action"') == 3
+    assert "Both ask" not in section and "Each asks for your password first" in section

@@ -118,11 +118,18 @@ def test_the_account_page_turns_memory_off_and_the_memory_page_says_so(page: Pag
     page.goto(live_app + "/account/")
     section = page.locator("#memory-setting")
     expect(section.get_by_label("On: your coach remembers you")).to_be_checked()
+    expect(page.locator("#memory-state")).to_have_text("Memory is on.")
+    # On one line: its "on" had been a block of its own ("Memory is / on / .").
+    line, state = page.locator("#memory-state").evaluate(
+        "e => [e.getBoundingClientRect().height, e.firstElementChild.getBoundingClientRect().height]"
+    )
+    assert line < 1.5 * state, (line, state)
     section.get_by_label("Off: your coach neither reads your memories nor adds to them").check()
     section.get_by_role("button", name="Save memory setting").click()
 
     expect(page.locator("#memory-setting").get_by_role("status")).to_have_text("Memory is off.")
-    expect(page.locator("#memory-state")).to_have_text("Memory is off.")
+    # Said once: the saved message is the state.
+    assert page.locator("#memory-setting").inner_text().count("Memory is off") == 1
     assert User.objects.get(pk=person.pk).memory_enabled is False
 
     page.goto(live_app + "/memories/")
