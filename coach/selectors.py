@@ -41,7 +41,7 @@ def session_summaries_for_user(*, user: User, limit: int = 50) -> list[ChatSessi
     summary is encrypted, so "has one" is read after decrypting, not in SQL."""
     summarised = (
         ChatSession.objects.filter(user=user, ended_at__isnull=False, summarised_at__isnull=False)
-        .only("pk", "user_id", "title", "summary", "ended_at")
+        .only("pk", "user_id", "title", "summary", "ended_at", "temporary")
         .order_by("-ended_at", "-pk")
     )
     kept = []
