@@ -27,6 +27,7 @@
   function enhance(root) {
     for (const form of root.querySelectorAll(".memory-form")) showProspectiveFields(form);
     if (root.matches && root.matches(".memory-form")) showProspectiveFields(root);
+    for (const form of root.querySelectorAll("article.editing form.memory-form")) asOpened.set(form, formValues(form));
     for (const input of root.querySelectorAll("[data-limit]")) updateCounter(input);
     for (const button of root.querySelectorAll("[data-use-browser-time-zone]")) {
       const zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
@@ -65,6 +66,26 @@
   document.addEventListener("htmx:beforeRequest", (event) => {
     keptFromList = Boolean(event.detail.elt.closest("#next-to-forget"));
   });
+
+  // Escape puts away an editor or a delete question as its Cancel does (the focus goes back
+  // to what opened it); what was typed is discarded only once the person says so.
+  document.addEventListener("keydown", (event) => {
+    if (event.key !== "Escape" || event.defaultPrevented || event.isComposing) return;
+    const article = event.target.closest?.("article.memory");
+    const cancel = article?.querySelector("[data-return-focus]");
+    if (!cancel) return;
+    event.preventDefault();
+    const form = article.querySelector("form.memory-form");
+    if (form && typed(form) && !window.confirm("Discard your changes to this memory?")) return;
+    cancel.click();
+  });
+
+  // What an editor held as it opened: what was typed since is what Escape would discard.
+  const asOpened = new WeakMap();
+  const formValues = (form) => new URLSearchParams(new FormData(form)).toString();
+  function typed(form) {
+    return asOpened.has(form) && asOpened.get(form) !== formValues(form);
+  }
 
   document.addEventListener("click", (event) => {
     const cancel = event.target.closest("[data-return-focus]");
