@@ -623,12 +623,15 @@ SERVESTATIC_AUTOREFRESH = DEBUG
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-_ROUTINE_LEVEL = "DEBUG" if env_str("LOG_LEVEL", "INFO").upper() == "DEBUG" else "WARNING"
+_ROUTINE_FILTERS = [] if env_str("LOG_LEVEL", "INFO").upper() == "DEBUG" else ["routine_task_lines"]
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(levelname)s %(name)s: %(message)s"}},
-    "filters": {"forbidden_without_traceback": {"()": "infra.log_filters.ForbiddenWithoutTraceback"}},
+    "filters": {
+        "forbidden_without_traceback": {"()": "infra.log_filters.ForbiddenWithoutTraceback"},
+        "routine_task_lines": {"()": "infra.log_filters.RoutineTaskLines"},
+    },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {
@@ -638,6 +641,6 @@ LOGGING = {
         "django.request": {"filters": ["forbidden_without_traceback"]},
         # Each periodic task's receipt and success, every few seconds: at DEBUG only, or
         # they bury what the console is for (coach/supervisor.py quiets the scheduler).
-        **{name: {"level": _ROUTINE_LEVEL} for name in ("celery.app.trace", "celery.worker.strategy")},
+        **{name: {"filters": _ROUTINE_FILTERS} for name in ("celery.app.trace", "celery.worker.strategy")},
     },
 }
