@@ -1,4 +1,5 @@
-"""Everything the app holds about a person, as one JSON document they can download.
+"""Everything the app holds about a person, as one JSON document they can download (inside
+a zip, beside a page of the same data: accounts/export_archive.py).
 
 Each model that references the user, directly or through another (a message through its
 session), is either exported here or listed in NOT_EXPORTED with the reason; a test walks
@@ -10,7 +11,6 @@ hash are left out.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from datetime import date, datetime, time
 from decimal import Decimal
@@ -22,7 +22,7 @@ from django.db import models
 from pgvector.django import VectorField
 
 from accounts.models import User
-from accounts.pages import WRITTEN_BY
+from accounts.pages import written_by
 from coach.models import ChatSession, Message
 from coach.prompting import KEPT_PROMPT_FIELDS
 from emails.models import Email, EmailPreference
@@ -31,6 +31,23 @@ from memory.policy import protection_reason
 
 FORMAT = "coach-account-export"
 VERSION = 1
+
+# What each section of the document holds, written into it (and shown on the page of it),
+# so the file explains itself to whoever opens it.
+SECTIONS = {
+    "profile": "your account: your email address, your name, your time zone, when you signed up, and your "
+    "settings (whether your coach remembers)",
+    "email_addresses": "the email addresses on your account, and whether each is verified",
+    "email_preferences": "which emails your coach may send you, how often, and your quiet hours",
+    "memories": "each memory your coach keeps about you: its one line (summary), its details (content), "
+    "its kind (tier and category), who wrote it, why it is kept if it is protected, and its history",
+    "history_of_memories_no_longer_kept": "what happened to memories that are gone (without their words, "
+    "if you deleted them)",
+    "proposals": "changes your coach suggested to memories you protect, and what you decided",
+    "chat_sessions": "your conversations, each with its messages in order and its summary",
+    "emails": "the emails your coach sent you or has ready to send",
+    "staff_readings": "each time our staff read your private text, and why",
+}
 
 # Model label: where its rows are in the document.
 EXPORTED = {
@@ -104,13 +121,14 @@ def account_export(*, user: User, now: datetime) -> dict[str, Any]:
         "exported_at": now.isoformat(),
         "not_included": "embeddings (numbers computed from the text below), your password's hash, and the "
         "app's own working state (which process answers a message, the instructions around your memories)",
+        "sections": SECTIONS,
         "profile": _row(user),
         "email_addresses": [_row(a) for a in EmailAddress.objects.filter(user=user).order_by("pk")],
         "email_preferences": _row(preference) if preference else None,
         "memories": [
             {
                 **_row(m),
-                "written_by": WRITTEN_BY.get(m.source, m.source),
+                "written_by": written_by(m),
                 "kept_because": protection_reason(m.facts),
                 "history": history.get(m.pk, []),
             }
@@ -136,10 +154,6 @@ def account_export(*, user: User, now: datetime) -> dict[str, Any]:
             for v in PrivateTextViewing.objects.filter(person=user).order_by("viewed_at", "pk")
         ],
     }
-
-
-def account_export_json(*, user: User, now: datetime) -> str:
-    return json.dumps(account_export(user=user, now=now), ensure_ascii=False, indent=2)
 
 
 def _event(event: MemoryEvent) -> dict[str, Any]:

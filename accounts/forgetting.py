@@ -6,7 +6,9 @@ the database (the rows, the emails drawn on them, the conversations' kept prompt
 quote them), then Redis (replies kept for a reload, the cues naming what went), which is
 never waited on inside the transaction. Words said with memory off, and conversations
 not remembered, are kept out where they would go (coach.services.message_keep_out, the
-summaries, the look-back), not deleted afterwards.
+summaries, the look-back), not deleted afterwards; a temporary conversation is then deleted
+whole when the person leaves it or it ends, by the chat itself (coach/temporary.py), which
+holds nothing of it anywhere else to reach.
 """
 
 from __future__ import annotations

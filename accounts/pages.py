@@ -50,6 +50,15 @@ WRITTEN_BY: dict[str, str] = {
     Source.COACH: "your coach wrote this",
     Source.ADMIN: "added by our support team",
 }
+
+
+def written_by(memory: Memory) -> str:
+    """Who wrote a memory, as the person reads it: an import says where it came from."""
+    if memory.source == Source.USER and memory.imported_from:
+        return f"imported from {memory.get_imported_from_display()}"
+    return WRITTEN_BY.get(memory.source, memory.source)
+
+
 ACTORS: dict[str, str] = {
     MemoryEvent.Actor.USER: "you",
     MemoryEvent.Actor.COACH: "your coach",
@@ -232,7 +241,7 @@ def overlap_view(overlap: MemoryOverlap) -> OverlapView:
 def memory_row(memory: Memory) -> MemoryRow:
     return MemoryRow(
         memory=memory,
-        written_by=WRITTEN_BY.get(memory.source, memory.source),
+        written_by=written_by(memory),
         kept_because=protection_reason(memory.facts),
     )
 

@@ -29,7 +29,7 @@ class Way(StrEnum):
     CONVERSATION_DELETED = "the person deletes a conversation"
     MESSAGE_EDITED = "the person edits their last message (its earlier words, and the answers to them)"
     SAID_WITH_MEMORY_OFF = "the person says something while their memory is off"
-    NOT_REMEMBERED = "the person holds a conversation that is not remembered"
+    NOT_REMEMBERED = "the person holds a temporary conversation (not remembered): deleted when they leave it or it ends"
     ACCOUNT_ERASED = "the person erases their account"
     UNDO_VOIDED = "an undo token is voided (delete all, or its minutes ran out)"
 
@@ -46,9 +46,10 @@ _OF_A_CONVERSATION = (
 )
 # What is drawn on both (the emails, the kept prompt that quotes them).
 _DRAWN_ON_BOTH = _OF_A_CONVERSATION | {Way.MEMORIES_DELETED_ALL}
-# The conversation itself, its words as said: only deleting it (or the account) reaches it,
-# and an edit the words it replaces.
-_CONVERSATION = frozenset({Way.CONVERSATION_DELETED, Way.ACCOUNT_ERASED, Way.MESSAGE_EDITED})
+# The conversation itself, its words as said: deleting it (or the account) reaches it, an
+# edit the words it replaces, and a temporary conversation is deleted when it is left or
+# ends (coach/temporary.py).
+_CONVERSATION = frozenset({Way.CONVERSATION_DELETED, Way.NOT_REMEMBERED, Way.ACCOUNT_ERASED, Way.MESSAGE_EDITED})
 _ACCOUNT = frozenset({Way.ACCOUNT_ERASED})
 
 
@@ -74,7 +75,11 @@ COLUMNS = (
     Place("memory_memoryevent.after", "a memory as it became", _MEMORY_TEXT),
     Place("memory_memoryproposal.proposed", "a change the coach or staff suggested", _MEMORY_TEXT),
     Place("memory_memoryproposal.reason", "why it was suggested", _MEMORY_TEXT),
-    Place("coach_chatsession.title", "a conversation's title: its first message's first line", _CONVERSATION),
+    Place(
+        "coach_chatsession.title",
+        "a conversation's title: its first message's first line (never a temporary one's)",
+        _CONVERSATION,
+    ),
     Place("coach_chatsession.summary", "what the coach kept of an ended conversation", _OF_A_CONVERSATION),
     Place(
         "coach_chatsession.prompt",
@@ -113,15 +118,24 @@ COLUMNS = (
 REDIS = Place(
     "redis",
     "each reply's stream kept for a reload (the coach's words, cues naming memories and "
-    "conversations), stop flags, rate-limit counters keyed by id or a hash of the address",
+    "conversations), stop flags, rate-limit counters keyed by id or a hash of the address, "
+    "the pages open of a temporary conversation (tokens only)",
     frozenset(
-        {Way.MEMORY_DELETED, Way.MEMORIES_DELETED_ALL, Way.CONVERSATION_DELETED, Way.ACCOUNT_ERASED, Way.MESSAGE_EDITED}
+        {
+            Way.MEMORY_DELETED,
+            Way.MEMORIES_DELETED_ALL,
+            Way.CONVERSATION_DELETED,
+            Way.NOT_REMEMBERED,
+            Way.ACCOUNT_ERASED,
+            Way.MESSAGE_EDITED,
+        }
     ),
 )
 EXPORT = Place(
     "the export",
-    "the person's download of everything the app holds about them",
-    _MEMORY | {Way.SUMMARY_DELETED, Way.CONVERSATION_DELETED, Way.ACCOUNT_ERASED, Way.MESSAGE_EDITED},
+    "the person's download of everything the app holds about them (a zip: the JSON and the page of it)",
+    _MEMORY
+    | {Way.SUMMARY_DELETED, Way.CONVERSATION_DELETED, Way.NOT_REMEMBERED, Way.ACCOUNT_ERASED, Way.MESSAGE_EDITED},
 )
 SEARCH_MEMORIES = Place("search_memories", "what the coach finds in the person's memories", _MEMORY_TEXT)
 LOOK_BACK = Place(
@@ -139,7 +153,14 @@ NEXT_REQUEST_OPEN = Place(
     "what the model is sent at the next turn of a conversation under way: its kept prompt, "
     "the notes of what changed since, its own history",
     _MEMORY
-    | {Way.MEMORIES_DELETED_ALL, Way.SUMMARY_DELETED, Way.CONVERSATION_DELETED, Way.ACCOUNT_ERASED, Way.MESSAGE_EDITED},
+    | {
+        Way.MEMORIES_DELETED_ALL,
+        Way.SUMMARY_DELETED,
+        Way.CONVERSATION_DELETED,
+        Way.NOT_REMEMBERED,
+        Way.ACCOUNT_ERASED,
+        Way.MESSAGE_EDITED,
+    },
 )
 UNDO_TOKEN = Place(
     "an undo token",
@@ -198,6 +219,7 @@ NO_WORDS = {
     "memory_memory.tier": "a choice",
     "memory_memory.category": "a choice",
     "memory_memory.source": "who wrote it",
+    "memory_memory.imported_from": "which assistant an import came from, a name from the import page's list",
     "memory_memory.status": "an intention's state",
     "memory_memory.embedding_model": "a model's name",
     "memory_memoryevent.action": "what happened",

@@ -30,6 +30,7 @@ type _CostedSession = WithAnnotations[ChatSession, _Costs]
 _SESSION_FIELDS = (
     "user",
     "remembered",
+    "temporary",
     "created_at",
     "updated_at",
     "ended_at",
@@ -64,7 +65,7 @@ class ChatSessionAdmin(SupportSearch[ChatSession], StaffActionAudit, ModelAdmin[
         "completion_token_total",
         "prompt_builds",
     ]
-    list_filter = [("ended_at", admin.EmptyFieldListFilter), "remembered"]
+    list_filter = [("ended_at", admin.EmptyFieldListFilter), "remembered", "temporary"]
     search_fields = ["user__email"]
     list_select_related = ["user"]
     fields = readonly_fields = _SESSION_FIELDS

@@ -34,6 +34,14 @@ class ChatSession(models.Model):
     # nothing written to it; it is never summarised, so no recap, episode or email draws
     # on it. Chosen when it starts (and always so while the person has memory off).
     remembered = models.BooleanField(default=True, db_default=True)
+    # True: a temporary conversation, one the person chose not to have remembered ("Don't
+    # remember this conversation"): never listed, and deleted with everything said in it
+    # when they leave it or it ends (coach/temporary.py). One merely held while memory is
+    # off is not remembered either, but stays theirs to read.
+    temporary = models.BooleanField(default=False, db_default=False)
+    # When a page showing a temporary conversation was left (closed, or gone elsewhere):
+    # it is deleted unless a page of it is still open a moment later.
+    left_at = models.DateTimeField(null=True, blank=True)
     # The system prompt this conversation's turns send, byte for byte, so each request begins
     # with the one before (coach/prompting.py): kept until it must be assembled again, and
     # encrypted, as it quotes memories. With it: its markers' nonce, when it was assembled,
@@ -82,6 +90,8 @@ class ChatSession(models.Model):
             models.Index(
                 fields=["summarised_at"], condition=models.Q(summarised_at__isnull=False), name="session_summarised"
             ),
+            # The few temporary conversations under way: what the sweep looks through.
+            models.Index(fields=["left_at"], condition=models.Q(temporary=True), name="session_temporary"),
         ]
 
     def __str__(self) -> str:
@@ -89,6 +99,10 @@ class ChatSession(models.Model):
 
     @property
     def display_title(self) -> str:
+        # A temporary conversation is never named by what was said in it, not even in a
+        # browser's history of page titles.
+        if self.temporary:
+            return "Temporary conversation"
         return self.title or "New conversation"
 
 

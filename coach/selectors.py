@@ -30,12 +30,18 @@ def sessions_for_user(*, user: User) -> QuerySet[ChatSession]:
     return ChatSession.objects.filter(user=user).order_by("-last_message_at", "-pk")
 
 
+def sessions_listed_for_user(*, user: User) -> QuerySet[ChatSession]:
+    """The person's conversations as their list shows them: never a temporary one, which
+    leaves nothing behind, its first words least of all."""
+    return sessions_for_user(user=user).filter(temporary=False)
+
+
 def session_summaries_for_user(*, user: User, limit: int = 50) -> list[ChatSession]:
     """The person's ended conversations whose summary the coach keeps, newest first. The
     summary is encrypted, so "has one" is read after decrypting, not in SQL."""
     summarised = (
         ChatSession.objects.filter(user=user, ended_at__isnull=False, summarised_at__isnull=False)
-        .only("pk", "user_id", "title", "summary", "ended_at")
+        .only("pk", "user_id", "title", "summary", "ended_at", "temporary")
         .order_by("-ended_at", "-pk")
     )
     kept = []

@@ -66,9 +66,11 @@ def session_start(
     now: datetime | None = None,
 ) -> ChatSession:
     """A new conversation with its first message (both or neither; an empty one only when
-    no message is given at all, as the app's own code does). `remembered=False` starts one
-    that is not remembered; while the person has memory off, every one is. TooManyTurns
-    (and no conversation) when `turns_at_most` of their messages are being answered.
+    no message is given at all, as the app's own code does). `remembered=False` starts a
+    temporary one, which is not remembered and is deleted when it ends or the person leaves
+    it (coach/temporary.py); while the person has memory off, every one is not remembered
+    (but only one they chose so is temporary). TooManyTurns (and no conversation) when
+    `turns_at_most` of their messages are being answered.
 
     Idempotent by `client_id`: the same submission twice (a double click, a retried
     request) is the conversation the first one started, not a second one."""
@@ -90,7 +92,11 @@ def session_start(
         ):
             return earlier.session
         session = ChatSession.objects.create(
-            user=user, created_at=now, last_message_at=now, remembered=remembered and memory_enabled
+            user=user,
+            created_at=now,
+            last_message_at=now,
+            remembered=remembered and memory_enabled,
+            temporary=not remembered,
         )
         if first_message is not None:
             message_post_as(
@@ -159,7 +165,8 @@ def _message_added(
         if session.ended_at is not None:
             # Reopened: it is summarised again when it ends again, with what came after.
             session.ended_at, session.summarised_at, session.summary_claimed_at = None, None, None
-        if not session.title:
+        if not session.title and not session.temporary:
+            # A temporary conversation is never named by what was said in it.
             session.title = title_from(text)
         # The message and the conversation's new state, in one statement that also reads
         # what the checks below need: the submission with this client id if there is one,
@@ -222,7 +229,11 @@ def sessions_end_idle(*, now: datetime | None = None) -> int:
     """End every session idle for COACH_SESSION_IDLE_MINUTES. Returns how many."""
     now = now or timezone.now()
     cutoff = now - timedelta(minutes=settings.COACH_SESSION_IDLE_MINUTES)
-    idle = ChatSession.objects.filter(ended_at__isnull=True, last_message_at__lt=cutoff, messages__isnull=False)
+    # A temporary conversation is not ended but deleted, once no page of it is open
+    # (coach/temporary.py).
+    idle = ChatSession.objects.filter(
+        ended_at__isnull=True, temporary=False, last_message_at__lt=cutoff, messages__isnull=False
+    )
     ended = 0
     for session in idle.distinct().only("pk"):
         ended += session_end(session=session, now=now)

@@ -289,6 +289,13 @@ EMAIL_NUDGE_PLANNING_MINUTES = (5, 20, 35, 50)
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     # Sessions idle for COACH_SESSION_IDLE_MINUTES are ended and summarised.
     "end-idle-sessions": {"task": "coach.tasks.end_idle_sessions", "schedule": 300.0},
+    # Every ten seconds: a temporary conversation its person left (or that went idle), with
+    # no page of it open, is deleted with everything said in it.
+    "sweep-temporary-conversations": {
+        "task": "coach.tasks.sweep_temporary_conversations",
+        "schedule": 10.0,
+        "options": {"expires": 9},
+    },
     # Every half minute: a turn whose web process died (past its deadline, still
     # "answering") is ended failed and retryable.
     "sweep-stale-turns": {"task": "coach.tasks.sweep_stale_turns", "schedule": 30.0, "options": {"expires": 25}},
@@ -368,6 +375,9 @@ if not 0 <= EMAIL_SENDING_WINDOW_START < EMAIL_SENDING_WINDOW_END <= 24:
     raise ImproperlyConfigured(
         "EMAIL_SENDING_WINDOW_START and EMAIL_SENDING_WINDOW_END are local hours, 0-23 then a later one up to 24."
     )
+EMAIL_WAIT_AFTER_CHAT_HOURS = env_float("EMAIL_WAIT_AFTER_CHAT_HOURS", default=12.0)
+if EMAIL_WAIT_AFTER_CHAT_HOURS < 0:
+    raise ImproperlyConfigured("EMAIL_WAIT_AFTER_CHAT_HOURS is a number of hours, 0 or more.")
 EMAIL_REPEAT_THRESHOLD = env_float("EMAIL_REPEAT_THRESHOLD", default=0.9)
 # Each retry's delay is capped far below the visibility timeout, so no retry waits on a
 # countdown Redis would redeliver.
@@ -571,11 +581,15 @@ SERVESTATIC_AUTOREFRESH = DEBUG
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+_ROUTINE_FILTERS = [] if env_str("LOG_LEVEL", "INFO").upper() == "DEBUG" else ["routine_task_lines"]
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(levelname)s %(name)s: %(message)s"}},
-    "filters": {"forbidden_without_traceback": {"()": "infra.log_filters.ForbiddenWithoutTraceback"}},
+    "filters": {
+        "forbidden_without_traceback": {"()": "infra.log_filters.ForbiddenWithoutTraceback"},
+        "routine_task_lines": {"()": "infra.log_filters.RoutineTaskLines"},
+    },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {
@@ -583,5 +597,8 @@ LOGGING = {
         "httpx2": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
         "django.request": {"filters": ["forbidden_without_traceback"]},
+        # Each periodic task's receipt and success, every few seconds: at DEBUG only, or
+        # they bury what the console is for (coach/supervisor.py quiets the scheduler).
+        **{name: {"filters": _ROUTINE_FILTERS} for name in ("celery.app.trace", "celery.worker.strategy")},
     },
 }

@@ -163,24 +163,19 @@ def _listened_on(url: str) -> bool:
 
 def app_processes(host: str, port: int, data_dir: Path) -> list[ProcessSpec]:
     python = sys.executable
+    # The console is where a newcomer finds the link of their sign-up mail: Celery's banners
+    # and the scheduler's tick every few seconds show only at LOG_LEVEL=DEBUG (each task's
+    # receipt and success, likewise: coach/settings.py). Warnings and errors always show.
+    debugging = os.environ.get("LOG_LEVEL", "").upper() == "DEBUG"
+    celery = [python, "-m", "celery", "-A", "coach", *([] if debugging else ["--quiet"])]
+    scheduler_level = "INFO" if debugging else "WARNING"
     specs = [
         # As many processes as WEB_PROCESSES says, each with its connection limit (coach/web_server.py).
         ProcessSpec("web", web_server_argv("--host", host, "--port", str(port))),
-        ProcessSpec("worker", [python, "-m", "celery", "-A", "coach", "worker", "--loglevel", "INFO"]),
+        ProcessSpec("worker", [*celery, "worker", "--loglevel", "INFO"]),
         ProcessSpec(
             "beat",
-            [
-                python,
-                "-m",
-                "celery",
-                "-A",
-                "coach",
-                "beat",
-                "--loglevel",
-                "INFO",
-                "--schedule",
-                str(data_dir / "celerybeat-schedule"),
-            ],
+            [*celery, "beat", "--loglevel", scheduler_level, "--schedule", str(data_dir / "celerybeat-schedule")],
         ),
     ]
     if (offline_url := offline_coach_wanted(os.environ)) is not None:

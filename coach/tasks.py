@@ -1,5 +1,6 @@
-"""Background work of the chat: ending idle sessions, summarising ended ones, ending
-turns whose process died, and embedding exchanges for the look-back.
+"""Background work of the chat: ending idle sessions, deleting temporary ones that were
+left or went idle, summarising ended ones, ending turns whose process died, and embedding
+exchanges for the look-back.
 
 Only what is remembered is summarised: a conversation that is not remembered never is,
 a session that ends while the person has memory off is closed with no summary (no model
@@ -19,6 +20,7 @@ from coach.exchange_index import exchanges_index, exchanges_index_everyone
 from coach.models import ChatSession, Message
 from coach.selectors import session_messages
 from coach.services import session_summary_save, sessions_end_idle, summaries_due
+from coach.temporary import temporary_conversations_sweep
 from infra import llm
 from infra.llm import LLMError
 from infra.prompts import prompt
@@ -33,6 +35,13 @@ def end_idle_sessions() -> int:
     """Every few minutes: end the sessions nobody has written in for a while (each is then
     summarised)."""
     return sessions_end_idle()
+
+
+@shared_task(ignore_result=True)
+def sweep_temporary_conversations() -> int:
+    """Every ten seconds: delete the temporary conversations whose person left them, or
+    that went idle, with no page of them open (coach/temporary.py)."""
+    return temporary_conversations_sweep()
 
 
 @shared_task(ignore_result=True)

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import include, path
 
-from coach.views import answer_anew, health, help_page, model_help, pages, streams
+from coach.views import answer_anew, health, help_page, model_help, pages, streams, temporary
 
 urlpatterns = [
     path("", pages.chat, name="chat"),
@@ -23,6 +23,7 @@ urlpatterns = [
     ),
     path("chat/<int:pk>/messages/<int:message_pk>/edit", answer_anew.message_edit_view, name="message_edit"),
     path("chat/<int:pk>/end", pages.session_close, name="session_end"),
+    path("chat/<int:pk>/left", temporary.conversation_left, name="session_left"),
     path("help/", help_page.help_page, name="help"),
     path("help/model", model_help.model_help, name="model_help"),
     path("healthz", health.healthz, name="healthz"),

@@ -5,6 +5,8 @@ intentions coming up, weekly episodes, the emails sent lately) and, for each of 
 emails, a `Previous email:` line, so no two read alike. A draft too like any email the
 person was ever sent (cosine similarity of embeddings above EMAIL_REPEAT_THRESHOLD) is
 redrafted once, with the offending draft named; a second near-copy is not sent at all.
+Nobody reads a reply to an email: a sentence asking for one is taken out of the draft, and
+every email links to the chat, where the coach does read what the person says.
 
 Model calls happen here and nowhere near a transaction: the caller saves the result.
 """
@@ -20,11 +22,13 @@ from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django.utils.text import Truncator
 
 from coach.conversation import today_line
 from emails.links import addresses_off_site_as_hosts
 from emails.models import Email, EmailPreference, opening_line
+from emails.reply_asks import without_reply_asks
 from emails.selectors import (
     email_closest_sent,
     email_preference_for_user,
@@ -143,6 +147,8 @@ def parse_draft(text: str, *, kind: str) -> Draft:
     # (emails/links.py): a mail client would link it, and it could carry the person's words.
     body = addresses_off_site_as_hosts(body.strip(), site_url=settings.SITE_URL)
     subject = addresses_off_site_as_hosts(subject, site_url=settings.SITE_URL)
+    # Nobody reads a reply to it: a sentence asking for one goes, and the email links to the chat.
+    body = without_reply_asks(body)
     if not body:
         raise llm.LLMError("the model wrote an email with no body", retryable=True)
     return Draft(subject=Truncator(" ".join(subject.split())).chars(SUBJECT_MAX_CHARS), body=body)
@@ -168,6 +174,7 @@ def render_email(*, email: Email, draft: Draft, embedding: Embedding) -> Written
         "site_name": settings.SITE_NAME,
         "site_url": settings.SITE_URL,
         "site_domain": urlsplit(settings.SITE_URL).netloc,
+        "chat_url": settings.SITE_URL.rstrip("/") + reverse("chat"),
         "preferences_url": preferences_url(),
         "unsubscribe_url": unsubscribe_url(email.user_id),
     }

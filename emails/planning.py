@@ -36,6 +36,7 @@ from emails.models import LOOK_AT_NEXT_TICK, Email, EmailPreference, WeeklyEpiso
 from emails.schedule import SendingWindow, next_nudge_time, next_sending_time
 from emails.selectors import (
     Plan,
+    after_chat,
     check_in_plan,
     email_preference_for_user,
     episode_plan,
@@ -136,6 +137,7 @@ def _nudge_times_worked_out(*, now: datetime, window: SendingWindow) -> None:
     none. A time is written only over the one that was read: a change of theirs meanwhile
     (which sets now) wins."""
     worked_out = []
+    wait_after_chat = after_chat()
     for due in nudges_due_list(now=now):
         later = None
         if due.facts is not None:
@@ -146,6 +148,7 @@ def _nudge_times_worked_out(*, now: datetime, window: SendingWindow) -> None:
                     window,
                     last_nudge_period=due.last_nudge_period,
                     planning_minutes=settings.EMAIL_NUDGE_PLANNING_MINUTES,
+                    after_chat=wait_after_chat,
                 )
             except ZoneInfoNotFoundError:
                 # A zone nobody can read: no local time to email them at.

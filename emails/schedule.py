@@ -11,8 +11,13 @@ database, no clock (`now` is always a parameter), so it can be checked over any 
    ledger's unique key allows one email per period, whoever plans it how often.
 3. A check-in about an intention goes when its date is within the lead window and the
    person has had no nudge or check-in in the last CHECK_IN_MIN_GAP.
-4. The next nudge is planned at the first planning tick at which rule 2 holds and whose
-   period has none yet: what the account page tells the person to expect.
+4. Neither comes while the person is with their coach: not in their first day after
+   signing up (FIRST_DAY), nor while they are in a conversation or within `after_chat` of
+   the last message they wrote (EMAIL_WAIT_AFTER_CHAT_HOURS, and never less than the time
+   a conversation takes to end idle): an email then would interrupt, or say again what
+   the chat just said.
+5. The next nudge is planned at the first planning tick at which rules 2 and 4 hold and
+   whose period has none yet: what the account page tells the person to expect.
 
 emails/selectors.py states rules 1 and 2 again in SQL, for every person at once; a test
 holds the two to agreement over a generated population.
@@ -37,6 +42,9 @@ CHECK_IN_MIN_GAP = timedelta(days=1)
 # How far ahead next_sending_time looks: quiet hours that swallow the whole window for two
 # days running swallow it every day.
 LOOKAHEAD = timedelta(days=2)
+# Nobody hears from their coach by email in the first day after signing up: they are
+# getting to know it in the chat.
+FIRST_DAY = timedelta(days=1)
 # A person's weekly episode is written on their Sunday evening, from this local hour on.
 EPISODE_LOCAL_WEEKDAY = 7
 EPISODE_LOCAL_HOUR = 20
@@ -74,6 +82,9 @@ class NudgeFacts:
     has_chatted: bool
     # The newest nudge or check-in planned for them, whatever became of it.
     last_emailed_at: datetime | None
+    # When they signed up, and when they last wrote to their coach (None: never).
+    joined_at: datetime | None = None
+    last_said_at: datetime | None = None
 
 
 def local_time(now: datetime, time_zone: str) -> datetime:
@@ -125,11 +136,25 @@ def nudge_period_key(now: datetime, *, time_zone: str, frequency: str) -> str:
     return key
 
 
-def nudge_due(now: datetime, person: NudgeFacts, window: SendingWindow) -> str | None:
+def with_their_coach(
+    now: datetime, *, joined_at: datetime | None, last_said_at: datetime | None, after_chat: timedelta
+) -> bool:
+    """Rule 4: whether the person is with their coach at `now`, so no follow-up reaches them:
+    in their first day, or in a conversation or within `after_chat` of their last message."""
+    if joined_at is not None and now - joined_at < FIRST_DAY:
+        return True
+    return last_said_at is not None and now - last_said_at < after_chat
+
+
+def nudge_due(
+    now: datetime, person: NudgeFacts, window: SendingWindow, *, after_chat: timedelta = timedelta(0)
+) -> str | None:
     """The period key of the nudge the person is due now, or None when none is."""
     if person.frequency not in MIN_GAP or person.unsubscribed or not person.has_chatted:
         return None
     if person.last_emailed_at is not None and now - person.last_emailed_at < MIN_GAP[person.frequency]:
+        return None
+    if with_their_coach(now, joined_at=person.joined_at, last_said_at=person.last_said_at, after_chat=after_chat):
         return None
     if not may_email_at(now, person.hours, window):
         return None
@@ -143,6 +168,7 @@ def next_nudge_time(
     *,
     last_nudge_period: str | None,
     planning_minutes: Sequence[int],
+    after_chat: timedelta = timedelta(0),
 ) -> datetime | None:
     """When the person's next nudge will be planned: the first planning tick from `now` on
     (the minutes of each hour at which planning runs) at which `nudge_due` holds and whose
@@ -158,7 +184,7 @@ def next_nudge_time(
     moment = _tick_at_or_after(now.astimezone(UTC), minutes)
     horizon = now + MIN_GAP[person.frequency] + timedelta(days=8)
     while moment <= horizon:
-        period = nudge_due(moment, person, window)
+        period = nudge_due(moment, person, window, after_chat=after_chat)
         if period is not None and period != last_nudge_period:
             return moment
         moment = _tick_at_or_after(moment + timedelta(minutes=1), minutes)
@@ -181,9 +207,14 @@ def check_in_due(
     due_at: datetime,
     lead: timedelta,
     last_emailed_at: datetime | None,
+    joined_at: datetime | None = None,
+    last_said_at: datetime | None = None,
+    after_chat: timedelta = timedelta(0),
 ) -> bool:
     """Whether an open intention dated `due_at` is to be asked about now (timing aside)."""
     if not now < due_at <= now + lead:
+        return False
+    if with_their_coach(now, joined_at=joined_at, last_said_at=last_said_at, after_chat=after_chat):
         return False
     return last_emailed_at is None or now - last_emailed_at >= CHECK_IN_MIN_GAP
 

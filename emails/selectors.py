@@ -27,6 +27,7 @@ from emails.schedule import (
     CHECK_IN_MIN_GAP,
     EPISODE_LOCAL_HOUR,
     EPISODE_LOCAL_WEEKDAY,
+    FIRST_DAY,
     MIN_GAP,
     NudgeFacts,
     SendingWindow,
@@ -125,6 +126,8 @@ def next_nudge_for_user(*, user: User, now: datetime, window: SendingWindow) -> 
         unsubscribed=preference.unsubscribed_at is not None,
         has_chatted=has_chatted(user=user),
         last_emailed_at=last_emailed,
+        joined_at=user.date_joined,
+        last_said_at=last_said_at(user=user),
     )
     return next_nudge_time(
         now,
@@ -132,6 +135,7 @@ def next_nudge_for_user(*, user: User, now: datetime, window: SendingWindow) -> 
         window,
         last_nudge_period=last_nudge_period,
         planning_minutes=settings.EMAIL_NUDGE_PLANNING_MINUTES,
+        after_chat=after_chat(),
     )
 
 
@@ -155,6 +159,7 @@ def nudges_due_list(*, now: datetime) -> list[NudgeDue]:
         "-created_at", "-pk"
     )
     chatted = ChatSession.objects.filter(user_id=OuterRef("user_id"), remembered=True, messages__role=Message.Role.USER)
+    talks = ChatSession.objects.filter(user_id=OuterRef("user_id"), last_message_at__isnull=False)
     rows = (
         EmailPreference.objects.filter(nudge_due_at__lte=now)
         .select_related("user")
@@ -162,6 +167,7 @@ def nudges_due_list(*, now: datetime) -> list[NudgeDue]:
             last_emailed_at=Subquery(unprompted.values("created_at")[:1]),
             last_nudge_period=Subquery(unprompted.filter(kind=Email.Kind.NUDGE).values("period_key")[:1]),
             has_chatted=Exists(chatted),
+            last_said_at=Subquery(talks.order_by("-last_message_at").values("last_message_at")[:1]),
         )
         .order_by("pk")
     )
@@ -175,9 +181,28 @@ def nudges_due_list(*, now: datetime) -> list[NudgeDue]:
             unsubscribed=row.unsubscribed_at is not None,
             has_chatted=row.has_chatted,
             last_emailed_at=row.last_emailed_at,
+            joined_at=row.user.date_joined,
+            last_said_at=row.last_said_at,
         )
         found.append(NudgeDue(row.pk, row.nudge_due_at, facts if can_come else None, row.last_nudge_period))
     return found
+
+
+def after_chat() -> timedelta:
+    """How long after a person's last message no follow-up reaches them (emails/schedule.py,
+    rule 4): EMAIL_WAIT_AFTER_CHAT_HOURS, and never less than a conversation takes to end
+    idle, so none comes while they are in one."""
+    return max(
+        timedelta(hours=settings.EMAIL_WAIT_AFTER_CHAT_HOURS), timedelta(minutes=settings.COACH_SESSION_IDLE_MINUTES)
+    )
+
+
+def last_said_at(*, user: User) -> datetime | None:
+    """When the person last wrote to their coach, in any conversation."""
+    newest = (
+        ChatSession.objects.filter(user=user).order_by("-last_message_at").values_list("last_message_at", flat=True)
+    )
+    return newest.first()
 
 
 def has_chatted(*, user: User) -> bool:
@@ -242,6 +267,7 @@ _PEOPLE = sql.SQL("""people AS (
            COALESCE(p.quiet_end, %(default_quiet_end)s::time) AS quiet_end,
            p.unsubscribed_at,
            zone.name AS time_zone,
+           u.date_joined AS joined_at,
            CASE WHEN zone.name IS NOT NULL THEN %(now)s::timestamptz AT TIME ZONE zone.name END AS local_now
     FROM {users} u
     LEFT JOIN {preferences} p ON p.user_id = u.id
@@ -277,6 +303,15 @@ _NO_UNPROMPTED_EMAIL_WITHIN = sql.SQL("""NOT EXISTS (
           AND earlier.created_at > %(now)s::timestamptz - ({gap})
     )""")
 
+# emails/schedule.py's with_their_coach (rule 4), negated: past their first day, and not in
+# a conversation nor within %(after_chat)s of the last message they wrote (a conversation's
+# last_message_at is when its person last wrote in it).
+_NOT_WITH_THEIR_COACH = sql.SQL("""people.joined_at <= %(now)s::timestamptz - %(first_day)s
+      AND NOT EXISTS (
+          SELECT 1 FROM {sessions} talk
+          WHERE talk.user_id = people.user_id AND talk.last_message_at > %(now)s::timestamptz - %(after_chat)s
+      )""")
+
 _NUDGE_GAP = sql.SQL(
     "CASE people.frequency WHEN %(weekly)s THEN %(weekly_gap)s WHEN %(twice_weekly)s THEN %(twice_weekly_gap)s END"
 )
@@ -292,6 +327,7 @@ _DUE_NUDGES = sql.SQL("""due_nudges AS (
       AND people.unsubscribed_at IS NULL
       AND {may_email_now}
       AND {no_unprompted_email_within}
+      AND {not_with_their_coach}
       AND EXISTS (
           SELECT 1 FROM {sessions} session
           JOIN {messages} message ON message.session_id = session.id
@@ -312,6 +348,7 @@ _DUE_CHECK_INS = sql.SQL("""due_check_ins AS (
       AND people.unsubscribed_at IS NULL
       AND {may_email_now}
       AND {no_unprompted_email_within}
+      AND {not_with_their_coach}
       -- One check-in per intention, ever: one that was planned and failed does not
       -- stand in the way of the next. Those asked about are marked so (their due-list).
       AND memory.asked_at IS NULL
@@ -361,9 +398,11 @@ def _expressions() -> _Expressions:
     def people(only: sql.Composable) -> sql.Composed:
         return _PEOPLE.format(users=table(get_user_model()), preferences=table(EmailPreference), only=only)
 
+    not_with_their_coach = _NOT_WITH_THEIR_COACH.format(sessions=sessions)
     due_nudges = _DUE_NUDGES.format(
         may_email_now=_MAY_EMAIL_NOW,
         no_unprompted_email_within=_NO_UNPROMPTED_EMAIL_WITHIN.format(emails=emails, gap=_NUDGE_GAP),
+        not_with_their_coach=not_with_their_coach,
         sessions=sessions,
         messages=table(Message),
     )
@@ -373,6 +412,7 @@ def _expressions() -> _Expressions:
         no_unprompted_email_within=_NO_UNPROMPTED_EMAIL_WITHIN.format(
             emails=emails, gap=sql.Placeholder("check_in_gap")
         ),
+        not_with_their_coach=not_with_their_coach,
         emails=emails,
     )
     due_episodes = _DUE_EPISODES.format(sessions=sessions, requests=requests)
@@ -403,6 +443,8 @@ def _parameters(now: datetime, window: SendingWindow | None = None, lead: timede
         "check_in_gap": CHECK_IN_MIN_GAP,
         "unprompted_kinds": [kind.value for kind in UNPROMPTED_KINDS],
         "episode_ready": timedelta(days=EPISODE_LOCAL_WEEKDAY - 1, hours=EPISODE_LOCAL_HOUR),
+        "first_day": FIRST_DAY,
+        "after_chat": after_chat(),
     }
     if window is not None:
         parameters |= {"window_start": window.start_hour, "window_end": window.end_hour}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from celery.app.trace import LOG_RECEIVED, LOG_SUCCESS
 from django.core.exceptions import PermissionDenied
 
 
@@ -39,3 +40,13 @@ def access_log_without_query_strings() -> None:
     access = logging.getLogger("uvicorn.access")
     if not any(isinstance(existing, QueryStringsLeftOut) for existing in access.filters):
         access.addFilter(QueryStringsLeftOut())
+
+
+class RoutineTaskLines(logging.Filter):
+    """Celery's line for each task received and each that succeeded: with periodic tasks
+    every few seconds they bury the run command's console (where a sign-up mail's link is
+    looked for), so they show at LOG_LEVEL=DEBUG only. A retry, a failure and everything
+    else Celery says still show."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.msg not in (LOG_RECEIVED, LOG_SUCCESS)

@@ -203,7 +203,8 @@ def _over(draft: MemoryDraft) -> datetime:
     return first.replace(year=first.year + first.month // 12, month=first.month % 12 + 1)
 
 
-def category_from_words(text: str) -> str:
+def category_from_words(text: str, *, suggested: str | None = None) -> str:
     """The category a fact's own words name, as the import files a pasted fact: a safety
-    topic (allergy, injury, medical) first, then the other topics, `other` when none."""
-    return guess_category(text, heading=Heading())
+    topic (allergy, injury, medical, a constraint) first and only on its safety words, then
+    `suggested` (a model's guess at another topic), then the other topics, `other` when none."""
+    return guess_category(text, heading=Heading(), suggested=suggested)

@@ -60,6 +60,19 @@ class Source(models.TextChoices):
     ADMIN = "admin", "an administrator"
 
 
+class ImportedFrom(models.TextChoices):
+    """The assistant a person said an imported memory came from (the import page's choice:
+    a name from this list, never words of theirs)."""
+
+    CHATGPT = "chatgpt", "ChatGPT"
+    CLAUDE = "claude", "Claude"
+    GEMINI = "gemini", "Gemini"
+    COPILOT = "copilot", "Microsoft Copilot"
+    META_AI = "meta-ai", "Meta AI"
+    PERPLEXITY = "perplexity", "Perplexity"
+    ANOTHER = "another", "another assistant"
+
+
 def author_for_model(source: str) -> str:
     """Who wrote a memory, as the model is told it, in the block and in every tool result
     alike: "them" (the person told it or wrote it), "you" (the coach's own note), "support"."""
@@ -108,6 +121,8 @@ class Memory(models.Model):
     tier = models.CharField(max_length=16, choices=Tier.choices)
     category = models.CharField(max_length=16, choices=Category.choices)
     source = models.CharField(max_length=16, choices=Source.choices)
+    # For a memory the person imported (source `user`): the assistant they said it came from.
+    imported_from = models.CharField(max_length=16, choices=ImportedFrom.choices, blank=True, default="", db_default="")
     summary = EncryptedTextField()
     content = EncryptedTextField()
     # No fixed dimension, so any embedding model fits; search compares only rows of the

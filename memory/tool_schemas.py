@@ -59,8 +59,10 @@ _CATEGORY = {"type": "string", "enum": [c for c in Category.values if c != Categ
 # Written to the person, as everything on their memory page is: one voice, the second person.
 _SUMMARY = {
     "type": "string",
-    "description": f'One line for the index, said to the person ("You work night shifts"), '
-    f"at most {SUMMARY_MAX_CHARS} characters.",
+    "description": "One line for the index that names the fact itself, with what makes it this fact (what, "
+    'which side, where, when, the limit), said to the person: "You have an A2 pulley injury on your left ring '
+    'finger: no max hangs", never a topic alone ("Tweaked finger") nor a key; at most '
+    f"{SUMMARY_MAX_CHARS} characters.",
 }
 _DUE_AT = {"type": "string", "description": "A month (2027-05) when no day was given, else a date; prospective only."}
 _REASON = {

@@ -60,6 +60,7 @@ def save_memory(
         ),
         now=now,
     )
+    _require_a_line_to_read(draft)
     _require_feedback_shape(draft)
     # Embedded first, so that the memory under this key and those like it are one read (a
     # save that ends as a proposal to the person spends an embedding for nothing: rare).
@@ -246,6 +247,8 @@ def update_memory(
     if "due_at" in (clear or ()):
         draft = replace(draft, due_at=None)
     draft = validate_draft(draft, now=timezone.now(), due_may_be_past=due_at is None)
+    if summary is not None:
+        _require_a_line_to_read(draft)
     _require_feedback_shape(draft)
     if draft == current:
         return {"status": "unchanged", "key": key}
@@ -302,6 +305,22 @@ def _protects(memory: Memory, draft: MemoryDraft) -> bool:
     person's call, never the coach's (DESIGN.md section 3.1, rule 4), or a model could lock
     the store by reclassifying its own notes into never-evicted ones."""
     return not memory.is_protected and draft.category in PROTECTED_CATEGORIES
+
+
+# A key as the model writes one (left-shoulder, trip-may): words joined by hyphens.
+KEY_LIKE = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)+")
+
+
+def _require_a_line_to_read(draft: MemoryDraft) -> None:
+    """The summary is what the person reads of a memory everywhere (their memory page, the
+    cue under a reply, what is next to be forgotten): the fact in words, never a key."""
+    summary = draft.summary.strip()
+    own_key = "-" in draft.key and re.search(rf"(?<![\w-]){re.escape(draft.key)}(?![\w-])", summary, re.IGNORECASE)
+    if KEY_LIKE.fullmatch(summary) or summary.casefold() == draft.key.casefold() or own_key:
+        raise ToolRefusal(
+            f"`summary` is what the person reads, and they never see keys: say the fact itself in words, whole "
+            f"(what, which side, where, when), not '{draft.key if own_key else summary}'; save again"
+        )
 
 
 def _require_feedback_shape(draft: MemoryDraft) -> None:

@@ -52,6 +52,8 @@ CHANGES = re.compile(
 )
 ADDS = re.compile(r"\b(?:also|another|too|as well|second|besides)\b", re.IGNORECASE)
 QUIET = re.compile(r"\b(?:now|these days|nowadays|actually|at the moment)\b", re.IGNORECASE)
+# The same words closing what a memory now reads, where they say only that it changed.
+STANDS_NOW = re.compile(r"\s*,?\s*\b(?:now|these days|nowadays|at the moment)\s*$", re.IGNORECASE)
 # Where a sentence's clauses part: a dash, a colon or semicolon, a comma, or "and"/"but"/"so".
 CLAUSE_BREAK = re.compile(r"(\s+[\u2014\u2013-]+\s+|[;:]\s+|,\s+(?:and |but |so )?|\s+(?:and|but|so)\s+)")
 LEAD_IN = re.compile(
@@ -172,7 +174,8 @@ def _call(
     if swapped is None and not standing:
         return ToolCall(DELETE, json.dumps({"key": target.key, "reason": reason}))
     if swapped is None:
-        summary = clip(to_the_person(", ".join(part.rstrip(" .!") for part in standing)))
+        # The fact as it stands: "now" said it changed, and the memory's line needs no date.
+        summary = clip(to_the_person(STANDS_NOW.sub("", ", ".join(part.rstrip(" .!") for part in standing))))
         swapped = {"summary": summary, "content": f"{summary}.", "due_at": None}
     unchanged: dict[str, Any] = dict.fromkeys(("tier", "category", "status", "clear"))
     return ToolCall(UPDATE, json.dumps({"key": target.key, **swapped, **unchanged, "reason": reason}))

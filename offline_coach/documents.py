@@ -102,13 +102,13 @@ TEMPLATES = (
     _Template(
         "looking ahead",
         "Looking ahead: {focus}",
-        ("I've been thinking about {focus}.", "{detail}", "{support}", "Reply with a time that suits you."),
+        ("I've been thinking about {focus}.", "{detail}", "{support}", "Tell me in the chat what time suits you."),
         "Talk soon,",
     ),
     _Template(
         "a quick check-in",
         "A quick check-in on {focus}",
-        ("How are things going with {focus}?", "{detail}", "{support}", "Even a one-line reply helps me plan."),
+        ("How are things going with {focus}?", "{detail}", "{support}", "Even one line in the chat helps me plan."),
         "Cheering you on,",
     ),
     _Template(
@@ -138,7 +138,7 @@ CHECK_IN_TEMPLATES = (
     _Template(
         "counting down",
         "Counting down to {focus}",
-        ("{when}. How are you feeling about it?", "{step}", "{support}", "Tell me where it stands."),
+        ("{when}. How are you feeling about it?", "{step}", "{support}", "Tell me in the chat where it stands."),
         "With you all the way,",
     ),
 )

@@ -4,10 +4,9 @@ The offline coach answers as a model asked for JSON would: `{"facts": [...]}`, e
 with a summary, details, a category and a tier. The facts are the ones the app's own
 split finds (`paste_splitter`, the one package of the app's this server may import), so
 the offline coach and the app's fallback never disagree on what the facts are. Where it
-stands in for a model, it reads each fact with what the coach knows besides: an allergy,
-intolerance or injury it would note is filed so whatever the heading says, a date still
+stands in for a model, it reads each fact with what the coach knows besides: a date still
 to come makes an intention, and what it would note of the fact decides a category the
-heading leaves open.
+heading leaves open (never a safety one the fact's words do not name).
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ from offline_coach.phrasing import SUMMARY_MAX_CHARS, swap_person
 from offline_coach.prompt import text_of
 from offline_coach.statements import notes_in
 from paste_splitter import PastedFact, safety_category, split_paste
+from paste_splitter.categories import SAFETY_CATEGORIES, guess_category
 
 # The person, as the pasted answer addresses them, in the words the coach's recognisers read.
 FIRST_PERSON = {
@@ -48,18 +48,17 @@ def _as_json(fact: PastedFact, today: date) -> dict[str, str]:
 
 
 def _category_and_tier(fact: PastedFact, today: date) -> tuple[str, str]:
-    """The category: safety first (the splitter's words, then what the coach would note),
-    then the heading, then what the coach would note, then the splitter's guess from the
-    words. The tier: prospective when the fact has a date still to come, else the
-    splitter's."""
+    """The category: the splitter's, which is safety first and only on safety words (the
+    fact's own or its heading's), then the heading; else what the coach would note of it,
+    never a safety category its words do not name. The tier: prospective when the fact has
+    a date still to come, else the splitter's."""
     text = f"{fact.summary} {fact.details}"
     said = swap_person(text, FIRST_PERSON)
     notes = notes_in(said, today=today)
     # Something still to come is an intention when it has a date ("in April"); the import
     # carries no date, but the tier says the coach should bring it up.
     tier = "prospective" if any(note.due_at for note in notes) else fact.tier
-    if category := safety_category(text):
-        return category, tier
-    if fact.heading.category:
-        return fact.heading.category, tier
-    return (notes[0].category if notes else fact.category), tier
+    if safety_category(text) or fact.heading.category:
+        return fact.category, tier
+    noted = next((note.category for note in notes if note.category not in SAFETY_CATEGORIES), None)
+    return guess_category(text, heading=fact.heading, suggested=noted), tier

@@ -25,21 +25,6 @@ STATEMENT_BREAK = re.compile(
 LEADING_FILLER = re.compile(r"^(?:(?:also|and|but|so|plus|oh|btw|anyway|well|actually|ok|okay),?\s+)+", re.IGNORECASE)
 CLAUSE_END = re.compile(r"[,.;:!?]|\s(?:but|so|because|although|though|which|and i|and my)\s", re.IGNORECASE)
 
-# First person -> singular "they": verbs after "they" agree as they did after "I",
-# except "am" and "was".
-_THIRD_PERSON = {
-    "i'm": "they're",
-    "i've": "they've",
-    "i'd": "they'd",
-    "i'll": "they'll",
-    "i am": "they are",
-    "i was": "they were",
-    "i": "they",
-    "me": "them",
-    "my": "their",
-    "mine": "theirs",
-    "myself": "themselves",
-}
 _SECOND_PERSON = {
     "they're": "you're",
     "they've": "you've",
@@ -55,7 +40,6 @@ _SECOND_PERSON = {
     "our": "your",
 }
 _ADVERBS = frozenset({"never", "always", "only", "also", "still", "often", "sometimes", "usually", "normally", "just"})
-_MODALS = {"can't": "Can't", "cannot": "Cannot", "can": "Can", "will": "Will", "won't": "Won't", "'ll": "Will"}
 _PAST = frozenset({"had", "did", "was", "went", "got", "made", "took", "broke", "tore", "ran", "swam", "began"})
 _IRREGULAR = {"have": "has", "do": "does", "go": "goes", "be": "is"}
 # Verbs a third-person summary may open with, so "Trains on Mondays" can become
@@ -112,44 +96,9 @@ def swap_person(text: str, table: dict[str, str]) -> str:
     return re.sub(rf"(?<![\w'])(?:{pattern})(?![\w'])", replace, normalise(text), flags=re.IGNORECASE)
 
 
-def third_person(text: str) -> str:
-    """`text` about "I" rewritten about "they": "I hurt my back" -> "They hurt their back"."""
-    return capitalise(swap_person(text, _THIRD_PERSON))
-
-
 def second_person_words(text: str) -> str:
     """`text` about "they" rewritten to address the reader: "their knee" -> "your knee"."""
     return swap_person(text, _SECOND_PERSON)
-
-
-def summarise_clause(clause: str) -> str:
-    """A first-person clause as a third-person summary without its subject.
-
-    "I train on Mondays" -> "Trains on Mondays"; "I'm giving a talk in June" -> "Giving a
-    talk in June"; "I don't eat meat" -> "Doesn't eat meat"; "My exam is next month" ->
-    "Exam next month".
-    """
-    clause = normalise(clause).rstrip(" .!?,;:")
-    rules: list[tuple[str, str]] = [
-        (r"^i'm |^i am ", ""),
-        (r"^i've got |^i have got |^i've |^i have ", "has "),
-        (r"^i don't |^i do not ", "doesn't "),
-        (r"^i didn't ", "didn't "),
-    ]
-    for pattern, replacement in rules:
-        if re.match(pattern, clause, re.IGNORECASE):
-            return capitalise(third_person(re.sub(pattern, replacement, clause, count=1, flags=re.IGNORECASE)))
-    if match := re.match(r"^i (can't|cannot|can|will|won't)\b|^i('ll)\b", clause, re.IGNORECASE):
-        modal = _MODALS[(match.group(1) or match.group(2)).lower()]
-        return f"{modal} {swap_person(clause[match.end() :], _THIRD_PERSON)}"
-    if match := re.match(r"^my (.+?) (?:is|are) (.+)$", clause, re.IGNORECASE):
-        return capitalise(third_person(f"{match.group(1)} {match.group(2)}"))
-    if match := re.match(
-        r"^i ((?:\w+ly |never |always |only |also |still |often |sometimes |just )*)(\w+)(.*)$", clause, re.I
-    ):
-        adverbs, verb, rest = match.groups()
-        return capitalise(third_person(f"{adverbs}{conjugate(verb)}{rest}"))
-    return capitalise(third_person(clause))
 
 
 def conjugate(verb: str) -> str:

@@ -22,11 +22,11 @@ from offline_coach.phrasing import (
     clause_end,
     clip,
     lower_first,
+    normalise,
+    sentences,
     slug,
     statements,
-    summarise_clause,
     swap_person,
-    third_person,
 )
 from offline_coach.wording import SECOND_PERSON
 from paste_splitter.categories import Heading, guess_category
@@ -34,18 +34,33 @@ from paste_splitter.categories import Heading, guess_category
 SAFETY_CATEGORIES = frozenset({"injury", "allergy", "medical", "safety", "constraint"})
 
 
+# A word that points back to what the statement before it said ("... at the pharmacy and I
+# need to be there by 7am"): said on its own, the note would lose what it is about.
+POINTS_BACK = re.compile(r"\b(?:there|then|that|it|them|those)\b", re.IGNORECASE)
+
+
 def notes_in(text: str, *, today: date) -> list[Note]:
     """The memory-worthy statements in `text`, in order, one note per key: what a
     recogniser below reads, else what the shared classifier files under a category."""
     notes: list[Note] = []
-    for statement in statements(text):
+    for statement, before in _with_the_one_before(text):
         if statement.endswith("?"):
             continue
         found = sorted(_found_in(statement, today), key=lambda item: item.start)
         notes.extend(item.note for item in found)
-        if not found and (filed := _filed(statement)):
+        if not found and (filed := _filed(statement, before=before)):
             notes.append(filed)
     return _merge_same_keys(notes)
+
+
+def _with_the_one_before(text: str) -> list[tuple[str, str]]:
+    """Each statement of `text`, with the statement before it in the same sentence when it
+    points back to it ("" otherwise)."""
+    pairs: list[tuple[str, str]] = []
+    for sentence in sentences(text):
+        said = statements(sentence)
+        pairs += [(part, said[n - 1] if n and POINTS_BACK.search(part) else "") for n, part in enumerate(said)]
+    return pairs
 
 
 # The classifier's own word for what it cannot file, and what is not the person's lasting
@@ -59,12 +74,13 @@ NOT_ABOUT_THEM = re.compile(
 FILED_KEY_WORDS = 3
 
 
-def _filed(statement: str) -> Note | None:
+def _filed(statement: str, *, before: str = "") -> Note | None:
     """A statement about the person that no recogniser reads ("I have type 1 diabetes and
     take insulin", "I'm coeliac", "I work night shifts", "No downhill running"), filed by
     the classifier the app's import uses, and said back to them ("You work night shifts"):
     a safety category whenever it names one; anything else only when said of the present,
-    by the person of themselves."""
+    by the person of themselves. One that points back to the statement `before` it is said
+    with it, so its one line still names what it is about."""
     if NOT_ABOUT_THEM.search(statement):
         return None
     category = guess_category(statement, heading=Heading())
@@ -73,7 +89,8 @@ def _filed(statement: str) -> Note | None:
         return None
     words = [word for word in re.findall(r"[\w-]+", statement.lower()) if word not in STOP_WORDS | {category}]
     # A safety note's key is the app's to give (a neutral one); the rest are named by topic.
-    said = clip(capitalise(swap_person(statement.rstrip(" .!"), SECOND_PERSON)))
+    whole = f"{before.rstrip(' .!,;')} and {lower_first(statement)}" if before else statement
+    said = clip(capitalise(swap_person(whole.rstrip(" .!"), SECOND_PERSON)))
     return Note(slug([*([] if safety else [category]), *words[:FILED_KEY_WORDS]]), PROFILE, category, said, f"{said}.")
 
 
@@ -195,7 +212,7 @@ def _intention(sentence: str, today: date) -> Found | None:
         return None
     starts = [match.end() for match in CLAUSE_START.finditer(sentence[: due.start])]
     clause_start = starts[-1] if starts else 0
-    summary = summarise_clause(sentence[clause_start : clause_end(sentence, due.end)])
+    summary = said_to_them(sentence[clause_start : clause_end(sentence, due.end)])
     if due.relative:
         summary = f"{summary} ({due.label})"
     note = Note(
@@ -203,7 +220,7 @@ def _intention(sentence: str, today: date) -> Found | None:
         PROSPECTIVE,
         "project",
         clip(summary),
-        f"{as_sentence(third_person(sentence))}\nDue: {due.label}.",
+        f"{as_sentence(said_to_them(sentence))}\nDue: {due.label}.",
         due.due_at,
     )
     return Found(clause_start, note)
@@ -235,16 +252,22 @@ def _undated_intention(sentence: str, today: date) -> Found | None:
     if not topic:
         return None
     start = intending.start()
-    summary = summarise_clause(sentence[start:])
+    summary = said_to_them(sentence[start:])
     note = Note(
         slug([*topic[-TOPIC_KEY_WORDS:], "later"]),
         PROSPECTIVE,
         "project",
         clip(summary),
-        f"{as_sentence(third_person(sentence))}\nNo date: bring it up at the next conversation.",
+        f"{as_sentence(said_to_them(sentence))}\nNo date: bring it up at the next conversation.",
         None,
     )
     return Found(start, note)
+
+
+def said_to_them(clause: str) -> str:
+    """What the person said of themselves, said back to them as a memory's line, the fact
+    whole: "I'm giving a talk in June" -> "You're giving a talk in June"."""
+    return capitalise(swap_person(normalise(clause).rstrip(" .!?,;:"), SECOND_PERSON))
 
 
 RECOGNISERS: tuple[Recogniser, ...] = (_coaching_style, _intention, _undated_intention)

@@ -10,6 +10,7 @@ it must know of the app's memories (the longest summary) as an argument.
 from __future__ import annotations
 
 from paste_splitter.categories import CATEGORIES, TIERS, Heading, safety_category
+from paste_splitter.differences import says_otherwise
 from paste_splitter.domains import SAFETY_DOMAINS, domains_of
 from paste_splitter.lines import heading, is_chatter, plain
 from paste_splitter.split import PastedFact, PasteSplit, clip, split_paste
@@ -27,5 +28,6 @@ __all__ = [
     "is_chatter",
     "plain",
     "safety_category",
+    "says_otherwise",
     "split_paste",
 ]

@@ -1,6 +1,9 @@
 """What a pasted fact is about: its category and tier, from the heading it falls under and
-from its own words. Safety first: a fact that names an allergy, an injury or a medical
-condition is filed so whatever its heading says.
+from its own words. Safety first, and only on safety words: a fact that names an allergy,
+an injury or a medical condition is filed so whatever its heading says, and a fact is
+filed under a safety category only when its own words, or its heading's, name one
+("Allergies", "Injuries", "Medical conditions"): a heading as wide as "Health" or "Health
+and fitness" files nothing as medical ("Prefers metric units" under it is a preference).
 
 The names are the app's memory categories and tiers (memory.models) as plain text: this
 package imports nothing of the app, and a test holds the two lists together.
@@ -32,7 +35,8 @@ HEADING_HINTS: tuple[tuple[re.Pattern[str], Heading], ...] = tuple(
     for pattern, hint in (
         (r"allerg", Heading(category="allergy")),
         (r"injur", Heading(category="injury")),
-        (r"health|medical|condition|well-?being", Heading(category="medical")),
+        # Never "health" or "well-being" alone: such a heading holds units, sleep and steps too.
+        (r"medical|medication|\bconditions?\b|diagnos", Heading(category="medical")),
         (r"safety", Heading(category="safety")),
         (r"constraint|limitation|restriction", Heading(category="constraint")),
         (r"upcoming|coming up|\bplans?\b|\bevents?\b|reminder|deadline|future", Heading(tier=PROSPECTIVE)),
@@ -130,11 +134,19 @@ def safety_category(text: str) -> str | None:
     return next((category for category, words in SAFETY_WORDS if words.search(text)), None)
 
 
-def guess_category(text: str, *, heading: Heading) -> str:
-    """A fact's category from its words: a safety word wins over its heading's hint, which
-    wins over the other words; `other` when nothing says."""
+# Where a fact is kept as safely as an allergy (the app's protected categories).
+SAFETY_CATEGORIES = frozenset({category for category, _ in SAFETY_WORDS} | {"safety"})
+
+
+def guess_category(text: str, *, heading: Heading, suggested: str | None = None) -> str:
+    """A fact's category: safety first, and only on safety words (the fact's own, or its
+    heading's, which alone give heading_of a safety hint); then the heading's hint; then
+    `suggested` (a model's guess, which never files a fact under a safety category); then
+    the fact's other words; `other` when nothing says."""
     if category := safety_category(text) or heading.category:
         return category
+    if suggested and suggested not in SAFETY_CATEGORIES and suggested != OTHER:
+        return suggested
     return next((category for category, words in OTHER_WORDS if words.search(text)), OTHER)
 
 

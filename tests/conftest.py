@@ -188,7 +188,7 @@ def browser_type_launch_args(browser_type_launch_args: dict) -> dict:
     return {
         **browser_type_launch_args,
         "executable_path": CHROMIUM_PATH,
-        "args": CHROMIUM_ARGS,
+        "args": list(CHROMIUM_ARGS),
     }
 
 

@@ -14,6 +14,7 @@ and the next request the model receives, in a new conversation and in each one u
 
 from __future__ import annotations
 
+import html
 import json
 import math
 
@@ -23,7 +24,7 @@ from django.db import connection
 from django.utils import timezone
 from psycopg import sql
 
-from accounts.export import account_export_json
+from accounts.export_archive import account_export_files
 from accounts.models import User
 from accounts.where_words_live import (
     EXPORT,
@@ -61,7 +62,9 @@ def places_holding(phrase: str, person: User, *, model_server: ModelServer) -> l
         found.append(REDIS.name)
     if User.objects.filter(pk=person.pk).exists():
         person.refresh_from_db()
-        if needle in account_export_json(user=person, now=timezone.now()).lower():
+        # Every file of the download: the JSON and the page of it (its text as a browser shows it).
+        exported = account_export_files(user=person, now=timezone.now()).values()
+        if any(needle in html.unescape(text).lower() for text in exported):
             found.append(EXPORT.name)
         found += _searches_holding(needle, phrase, person)
         found += _next_requests_holding(needle, person, model_server)

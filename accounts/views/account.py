@@ -14,7 +14,7 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from accounts.export import account_export_json
+from accounts.export_archive import account_export_zip, export_name
 from accounts.forgetting import account_delete, memories_delete_all_by_person
 from accounts.forms import EmailPreferenceForm
 from accounts.selectors import next_note_for_user
@@ -92,10 +92,10 @@ def account_export_start(request: HtmxHttpRequest) -> HttpResponse:
 # Everything the coach keeps, in one file: a stolen session must not be enough for it.
 @reauthentication_required
 def account_export(request: HtmxHttpRequest) -> HttpResponse:
-    """Everything about the person, as one JSON file."""
+    """Everything about the person, as one zip: the JSON and a page of it they can read."""
     now = timezone.now()
-    response = HttpResponse(account_export_json(user=request.user, now=now), content_type="application/json")
-    response["Content-Disposition"] = f'attachment; filename="coach-export-{now:%Y-%m-%d}.json"'
+    response = HttpResponse(account_export_zip(user=request.user, now=now), content_type="application/zip")
+    response["Content-Disposition"] = f'attachment; filename="{export_name(now)}.zip"'
     return response
 
 

@@ -24,12 +24,34 @@ from accounts.views.partials import HtmxHttpRequest
 from coach.limits import within_rate
 from infra.llm import LLMError
 from memory.drafts import MemoryFull
-from memory.imports.review import IMPORT_MAX_FACTS, ImportRoom, import_room_for_user, import_split
+from memory.imports.review import (
+    IMPORT_MAX_FACTS,
+    ImportSplit,
+    import_leftovers,
+    import_room_for_user,
+    import_split,
+)
 from memory.imports.saving import ImportInvalid, ImportOutcome, memories_import
-from memory.imports.splitting import IMPORT_CATEGORIES, IMPORT_MAX_CHARS, ImportRefused, Proposal, import_text_clean
-from memory.models import SUMMARY_MAX_CHARS, Category, Tier
+from memory.imports.splitting import (
+    IMPORT_CATEGORIES,
+    IMPORT_MAX_CHARS,
+    ImportRefused,
+    Mark,
+    Proposal,
+    import_text_clean,
+)
+from memory.models import SUMMARY_MAX_CHARS, Category, ImportedFrom, Memory, Tier
+from memory.selectors import memory_list_for_user
 
 SUMMARY_LABEL = "What your coach should remember"
+# What a proposal that differs from a kept memory may say of the two (paste_splitter.differences).
+DIFFERENCES = ("the month", "the days", "the time", "your work", "where you live")
+KEPT_STANDS, NEW_STANDS, BOTH_STAND = "kept", "new", "both"
+STANDS = [
+    (KEPT_STANDS, "What you keep now"),
+    (NEW_STANDS, "This, in its place"),
+    (BOTH_STAND, "Both: they are different things"),
+]
 TOO_MANY_IMPORTS = (
     "You have imported a lot in the last hour. Wait a while, then try again: nothing you pasted was sent or saved."
 )
@@ -42,6 +64,15 @@ def _within_import_rate(request: HtmxHttpRequest, name: str) -> bool:
 
 
 class PasteForm(forms.Form):
+    # Which assistant it came from: what the imported memories are labelled with.
+    source = forms.ChoiceField(
+        label="Which assistant is it from?",
+        choices=ImportedFrom.choices,
+        initial=ImportedFrom.CHATGPT,
+        # Left out (an old page, a script): the memories say "another assistant".
+        required=False,
+        error_messages={"invalid_choice": "Choose the assistant from the list."},
+    )
     # No maxlength: a browser would cut a long paste short without a word. The page's
     # script says what is too long before sending; the server says it again without one.
     text = forms.CharField(
@@ -85,10 +116,25 @@ class ProposalForm(forms.Form):
         ],
         error_messages={"invalid_choice": "Choose profile, episodic or prospective."},
     )
-    # It reads like a memory the person has, or like an earlier proposal of the same paste:
-    # offered unticked, and said so.
-    known = forms.BooleanField(required=False, widget=forms.HiddenInput)
-    repeats = forms.BooleanField(required=False, widget=forms.HiddenInput)
+    # What it is beside the person's memories and the rest of the paste (memory.imports.
+    # review), carried as the review showed it: the memory it reads like or says otherwise
+    # than (only ever looked up among the person's own), or the earlier proposal.
+    mark = forms.ChoiceField(choices=[(m.value, m.name) for m in Mark], required=False, widget=forms.HiddenInput)
+    kept = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
+    kept_version = forms.IntegerField(required=False, min_value=0, widget=forms.HiddenInput)
+    earlier = forms.IntegerField(required=False, min_value=0, max_value=IMPORT_MAX_FACTS, widget=forms.HiddenInput)
+    differs_in = forms.ChoiceField(
+        choices=[(d, d) for d in ("", *DIFFERENCES)], required=False, widget=forms.HiddenInput
+    )
+    # For one that differs from what is kept: which of the two stands.
+    stands = forms.ChoiceField(
+        label="Which stands?",
+        choices=STANDS,
+        initial=KEPT_STANDS,
+        required=False,
+        widget=forms.RadioSelect,
+        error_messages={"invalid_choice": "Choose which of the two stands."},
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("label_suffix", "")
@@ -97,9 +143,32 @@ class ProposalForm(forms.Form):
         self.fields["summary"].widget.attrs["data-limit"] = SUMMARY_MAX_CHARS
         self.fields["details"].widget.attrs["data-limit"] = settings.MEMORY_CONTENT_MAX_CHARS
 
+    @property
+    def marked(self) -> str:
+        """The mark, as sent or as first offered."""
+        value = self.cleaned_data.get("mark") if hasattr(self, "cleaned_data") else self.initial.get("mark")
+        return str(value or "")
+
+    def chosen(self) -> bool:
+        """Whether the person chose to save it: ticked, or (when it differs from what they
+        keep) chosen to stand in its place or beside it."""
+        data = self.cleaned_data
+        if data.get("mark") == Mark.DIFFERS and data.get("kept"):
+            return data.get("stands") in (NEW_STANDS, BOTH_STAND)
+        return bool(data.get("keep"))
+
     def proposal(self) -> Proposal:
         data = self.cleaned_data
-        return Proposal(summary=data["summary"], details=data["details"], category=data["category"], tier=data["tier"])
+        differs = data.get("mark") == Mark.DIFFERS
+        return Proposal(
+            summary=data["summary"],
+            details=data["details"],
+            category=data["category"],
+            tier=data["tier"],
+            kept=data.get("kept"),
+            kept_version=data.get("kept_version"),
+            replaces=differs and data.get("stands") == NEW_STANDS,
+        )
 
 
 ProposalFormSet = forms.formset_factory(
@@ -125,23 +194,25 @@ def memory_import(request: HtmxHttpRequest) -> HttpResponse:
         except ImportRefused as refused:
             form.add_error("text", str(refused))
         else:
-            initial = [
-                {
-                    "keep": not (proposal.known or proposal.repeats),
-                    "summary": proposal.summary,
-                    "details": proposal.details,
-                    "category": proposal.category,
-                    "tier": proposal.tier,
-                    "known": proposal.known,
-                    "repeats": proposal.repeats,
-                }
-                for proposal in split.proposals
-            ]
-            formset = ProposalFormSet(initial=initial, prefix=PREFIX)
-            return _render_review(
-                request, formset, form, room=split.room, by_model=split.by_model, from_prose=split.from_prose
-            )
+            formset = ProposalFormSet(initial=[_initial(p) for p in split.proposals], prefix=PREFIX)
+            return _render_review(request, formset, form, split=split)
     return render(request, "accounts/memory_import.html", {"form": form})
+
+
+def _initial(proposal: Proposal) -> dict[str, object]:
+    return {
+        "keep": proposal.offered_ticked,
+        "summary": proposal.summary,
+        "details": proposal.details,
+        "category": proposal.category,
+        "tier": proposal.tier,
+        "mark": proposal.mark.value,
+        "kept": proposal.kept,
+        "kept_version": proposal.kept_version,
+        "earlier": proposal.earlier,
+        "differs_in": proposal.differs_in,
+        "stands": KEPT_STANDS,
+    }
 
 
 @login_required
@@ -154,7 +225,7 @@ def memory_import_save(request: HtmxHttpRequest) -> HttpResponse:
     paste.is_valid()
     if not formset.is_valid():
         return _render_review(request, formset, paste)
-    ticked = [(index, form) for index, form in enumerate(formset.forms) if form.cleaned_data.get("keep")]
+    ticked = [(index, form) for index, form in enumerate(formset.forms) if form.chosen()]
     if not ticked:
         return _render_review(request, formset, paste, problem="Tick at least one memory to save, or start over.")
     if not _within_import_rate(request, "import_saves"):
@@ -162,7 +233,11 @@ def memory_import_save(request: HtmxHttpRequest) -> HttpResponse:
         response.status_code = 429
         return response
     try:
-        outcome = memories_import(user=request.user, proposals=[form.proposal() for _, form in ticked])
+        outcome = memories_import(
+            user=request.user,
+            proposals=[form.proposal() for _, form in ticked],
+            imported_from=paste.cleaned_data.get("source") or ImportedFrom.ANOTHER,
+        )
     except ImportInvalid as invalid:
         for place, errors in invalid.errors.items():
             _add_errors(ticked[place][1], errors)
@@ -186,24 +261,44 @@ def _render_review(
     formset: Any,
     paste: PasteForm,
     *,
-    room: ImportRoom | None = None,
+    split: ImportSplit | None = None,
     problem: str = "",
-    by_model: bool | None = None,
-    from_prose: bool = False,
 ) -> HttpResponse:
-    room = room or import_room_for_user(user=request.user)
-    offered = sum(1 for form in formset.forms if not (_value(form, "known") or _value(form, "repeats")))
+    room = split.room if split else import_room_for_user(user=request.user)
+    if split is not None:
+        skipped, unread_from_line = split.skipped, split.unread_from_line
+    else:
+        # Said again after a save that could not be made: the paste tells which lines.
+        skipped, unread_from_line = import_leftovers(paste.cleaned_data.get("text", "") if paste.is_valid() else "")
+    offered = sum(1 for form in formset.forms if form.marked not in (Mark.KNOWN, Mark.REPEATS))
     context = {
         "formset": formset,
         "paste": paste,
         "problem": problem,
         "after": room.after(offered),
         "room": room,
-        "by_model": by_model,
-        "from_prose": from_prose,
+        "by_model": split.by_model if split else None,
+        "from_prose": split.from_prose if split else False,
+        "skipped": skipped,
+        "unread_from_line": unread_from_line,
+        "rows": _beside_kept(request, formset),
         "forgotten_days": settings.MEMORY_FORGOTTEN_DAYS,
+        "max_facts": IMPORT_MAX_FACTS,
     }
     return render(request, "accounts/memory_import_review.html", context)
+
+
+def _beside_kept(request: HtmxHttpRequest, formset: Any) -> list[tuple[ProposalForm, Memory | None]]:
+    """Each proposal's form with the person's memory it is shown beside, if any: only ever
+    one of theirs (an id in the form that is not theirs, or is gone, shows none)."""
+    ids = [_kept_id(form) for form in formset.forms]
+    kept = {m.pk: m for m in memory_list_for_user(user=request.user).filter(pk__in=[i for i in ids if i])}
+    return [(form, kept.get(kept_id) if kept_id else None) for form, kept_id in zip(formset.forms, ids, strict=True)]
+
+
+def _kept_id(form: ProposalForm) -> int | None:
+    value = str(_value(form, "kept") or "")
+    return int(value) if value.isdigit() else None
 
 
 def _value(form: forms.Form, name: str) -> Any:
@@ -223,11 +318,18 @@ def _add_errors(form: ProposalForm, errors: dict[str, str]) -> None:
 
 def _say_what_happened(request: HtmxHttpRequest, outcome: ImportOutcome) -> None:
     count = len(outcome.saved)
+    replaced = len(outcome.replaced)
+    in_place = (
+        f" {replaced} of them took the place of {'a memory' if replaced == 1 else 'memories'} you had, "
+        "as you chose; the earlier words are in each one's history."
+        if replaced
+        else ""
+    )
     messages.success(
         request,
         f"Saved {count} {'memory' if count == 1 else 'memories'} from your import. "
         f"{'It is' if count == 1 else 'They are'} yours: your coach will not forget "
-        f"{'it' if count == 1 else 'them'} on its own.",
+        f"{'it' if count == 1 else 'them'} on its own.{in_place}",
     )
     if outcome.evicted:
         gone = len(outcome.evicted)

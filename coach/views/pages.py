@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import RequestDataTooBig
 from django.db.models import QuerySet
@@ -36,6 +37,7 @@ from coach.selectors import (
     messages_for_user,
     session_to_write_in,
     sessions_for_user,
+    sessions_listed_for_user,
 )
 from coach.services import (
     MessageRejected,
@@ -44,6 +46,7 @@ from coach.services import (
     session_end,
     session_start,
 )
+from coach.temporary import temporary_conversation_forget, temporary_conversation_shown
 from coach.turn import turn_start
 from coach.views.exchanges import Exchange, exchange_as_shown, exchanges_of, paged_to_of
 from coach.views.model_help import demo_coach_answers
@@ -64,6 +67,7 @@ TOO_MANY_SESSIONS = "You started several conversations just now. Wait a minute b
 CANNOT_STOP = "The reply can't be stopped just now; it will finish by itself in a moment."
 TOO_LONG = "That message is too long to send; the most is {most:,} characters. Try splitting it in two."
 CANNOT_SAVE = "We can't save right now; your text is kept in the box. Try again in a moment."
+TEMPORARY_DELETED = "Your temporary conversation is deleted, with everything said in it."
 
 
 @require_GET
@@ -74,7 +78,7 @@ def chat(request: HttpRequest) -> HttpResponse:
         return landing(request)
     if request.user.onboarded_at is None:
         return redirect("onboarding")
-    latest = sessions_for_user(user=request.user).filter(ended_at__isnull=True).first()
+    latest = sessions_listed_for_user(user=request.user).filter(ended_at__isnull=True).first()
     if latest is not None:
         return redirect("session", pk=latest.pk)
     return render(request, "coach/chat.html", page_context(request, user=request.user, session=None))
@@ -143,6 +147,7 @@ def session_page(request: SignedInHttpRequest, pk: int) -> HttpResponse:
     """The conversation's latest exchanges; with `before`, the ones before that message
     (htmx: only those, to go above what the page shows)."""
     session = get_object_or_404(sessions_for_user(user=request.user), pk=pk)
+    temporary_conversation_shown(session=session)
     before = _earlier_than(request)
     context = page_context(request, user=request.user, session=session, before=before)
     if request.htmx and before is not None:
@@ -270,6 +275,12 @@ def reply_stop(request: SignedInHttpRequest, pk: int, message_pk: int) -> HttpRe
 @changes_counted
 def session_close(request: SignedInHttpRequest, pk: int) -> HttpResponse:
     session = get_object_or_404(sessions_for_user(user=request.user), pk=pk)
+    if session.temporary:
+        # Ending a temporary conversation deletes it, and everything said in it.
+        temporary_conversation_forget(user_id=request.user.pk, session_id=pk)
+        messages.success(request, TEMPORARY_DELETED)
+        url = reverse("session_new")
+        return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
     session_end(session=session)
     # Back to the conversation, which now says it ended and shows its summary when written:
     # another conversation in its place would leave the person wondering what happened.
@@ -317,7 +328,7 @@ def page_context(
     )
     return {
         "session": session,
-        "sessions": sessions_for_user(user=user)[:SIDEBAR_SESSIONS],
+        "sessions": sessions_listed_for_user(user=user)[:SIDEBAR_SESSIONS],
         "exchanges": exchanges,
         # The person's message the next step of earlier exchanges comes before, if any.
         "earlier_than": exchanges[0].message.pk if earlier and exchanges else None,

@@ -37,6 +37,7 @@ from coach.middleware import SignedInHttpRequest
 from coach.models import Message
 from coach.rendering import render_reply
 from coach.selectors import message_to_follow_in, message_to_follow_with_login, sessions_for_user
+from coach.temporary import viewer_close, viewer_seen
 from coach.turn import turn_start_unless_started
 from infra.dbsteps import db_step, release_connection, release_request_connection
 
@@ -90,9 +91,11 @@ async def session_events(request: SignedInHttpRequest, pk: int) -> HttpResponseB
     shows it; the tab fetches the message's exchange and follows its reply."""
     user = await request.auser()
     # In the request's own thread, on the connection that loaded the login, then given back.
-    found = await sync_to_async(sessions_for_user(user=user).filter(pk=pk).exists)()
+    temporary = await sync_to_async(
+        sessions_for_user(user=user).filter(pk=pk).values_list("temporary", flat=True).first
+    )()
     await release_request_connection()
-    if not found:
+    if temporary is None:
         raise Http404("No such conversation.")
     token = await _reader_open(user.pk)
     if token is None:
@@ -100,7 +103,7 @@ async def session_events(request: SignedInHttpRequest, pk: int) -> HttpResponseB
     after = request.headers.get("Last-Event-ID")
     if not after:
         after = await _quietly(streams.session_latest(pk), default="$")
-    return _event_stream(_session_events(user.pk, token, pk, after=after))
+    return _event_stream(_session_events(user.pk, token, pk, after=after, temporary=temporary))
 
 
 def _event_stream(events: AsyncGenerator[str]) -> StreamingHttpResponse:
@@ -151,9 +154,18 @@ async def _reply_events(user_id: int, token: str, message: Message, *, after: st
         await _quietly(open_readers.reader_close(user_id, token))
 
 
-async def _session_events(user_id: int, token: str, session_id: int, *, after: str) -> AsyncGenerator[str]:
+async def _session_events(
+    user_id: int, token: str, session_id: int, *, after: str, temporary: bool = False
+) -> AsyncGenerator[str]:
     ends_at = time.monotonic() + SESSION_READER_SECONDS
+
+    async def seen() -> None:
+        # A temporary conversation stays while a page of it is open (coach/temporary.py).
+        if temporary:
+            await _quietly(viewer_seen(session_id, token))
+
     try:
+        await seen()
         yield f"retry: {RECONNECT_MILLISECONDS}\n\n"
         while time.monotonic() < ends_at:
             try:
@@ -170,8 +182,11 @@ async def _session_events(user_id: int, token: str, session_id: int, *, after: s
             if not posted:
                 yield ": nothing new\n\n"
                 await _quietly(open_readers.reader_alive(user_id, token))
+                await seen()
     finally:
         await _quietly(open_readers.reader_close(user_id, token))
+        if temporary:
+            await _quietly(viewer_close(session_id, token))
 
 
 async def _reader_open(user_id: int) -> str | None:

@@ -15,13 +15,15 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
+from django.conf import settings
 from django.utils import timezone
 
 from infra import llm
 from infra.prompts import prompt
-from memory.drafts import MemoryDraft, MemoryInvalid, validate_draft
+from memory.drafts import MemoryDraft, MemoryInvalid, category_from_words, validate_draft
 from memory.models import SUMMARY_MAX_CHARS, Category, Tier
 from paste_splitter import clip, heading, is_chatter, plain, split_paste
 
@@ -44,6 +46,21 @@ class ImportRefused(Exception):
     """A paste that cannot be split into proposals; the message is for the person."""
 
 
+class Mark(StrEnum):
+    """What a proposal is beside what the person keeps and the rest of the paste."""
+
+    NEW = ""
+    # Reads like a memory they keep (`kept`): offered unticked, with that memory shown.
+    KNOWN = "known"
+    # Says otherwise than a memory they keep (`kept`): both shown, the person chooses
+    # which stands (the one kept, this one in its place, or both).
+    DIFFERS = "differs"
+    # Reads like an earlier proposal of the same paste (`earlier`): offered unticked.
+    REPEATS = "repeats"
+    # Says otherwise than an earlier proposal (`earlier`): offered unticked, to tick the true one.
+    DIFFERS_EARLIER = "differs-earlier"
+
+
 @dataclass(frozen=True)
 class Proposal:
     """One fact as proposed for the person to keep, edit or drop."""
@@ -52,10 +69,38 @@ class Proposal:
     details: str = ""
     category: str = Category.OTHER
     tier: str = Tier.PROFILE
-    # It reads like a memory the person already has, or like an earlier proposal of the
-    # same paste: offered unticked, and said so.
-    known: bool = False
-    repeats: bool = False
+    mark: Mark = Mark.NEW
+    # The id of the person's memory it reads like or says otherwise than, and its version
+    # as the review showed it; the place in the list of the earlier proposal it repeats.
+    kept: int | None = None
+    kept_version: int | None = None
+    earlier: int | None = None
+    # What it says otherwise ("the month", "your work"), for a DIFFERS mark.
+    differs_in: str = ""
+    # On saving: the person chose this to stand in place of their memory `kept`.
+    replaces: bool = False
+
+    @property
+    def offered_ticked(self) -> bool:
+        return self.mark in (Mark.NEW, Mark.DIFFERS)
+
+
+@dataclass(frozen=True)
+class SkippedLine:
+    """A line of the paste that could not be imported, left out of the proposals: its
+    number as the person's text box counts lines, its start, and why."""
+
+    number: int
+    starts: str
+    why: str
+
+
+@dataclass(frozen=True)
+class CleanPaste:
+    # The paste as it is split: every line there, those that cannot be imported blanked
+    # (so a line keeps its number).
+    text: str
+    skipped: tuple[SkippedLine, ...]
 
 
 # The paste --------------------------------------------------------------------------
@@ -66,26 +111,62 @@ HTML_TAG = re.compile(
     r"|section|article|header|footer|nav|main)\b[^>]*>",
     re.IGNORECASE,
 )
+# A tag on a line of its own, closed there or not ("<div class=" wraps onto the next line).
+HTML_LINE = re.compile(
+    r"<!doctype\b|<!--|-->|</?(?:html|head|body|div|span|p|br|hr|ul|ol|li|dl|dt|dd|h[1-6]|a|b|i|u|em|strong|code"
+    r"|pre|blockquote|table|thead|tbody|tr|td|th|img|script|style|iframe|form|input|button|svg|meta|link"
+    r"|section|article|header|footer|nav|main)(?=[\s/>]|$)",
+    re.IGNORECASE,
+)
+# How much of a skipped line is shown, to find it by.
+STARTS_CHARS = 60
 # Control characters a textarea can carry but no memory should (tabs and newlines stay).
 CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 def import_text_clean(text: str) -> str:
-    """The paste as it will be split, or ImportRefused saying why it cannot be: nothing in
-    it, more than IMPORT_MAX_CHARS characters, or HTML (which is never rendered, and would
-    be split into tags rather than facts)."""
+    """The paste with its line breaks made plain and control characters taken out, or
+    ImportRefused saying why none of it can be imported: nothing in it, or more than
+    IMPORT_MAX_CHARS characters. A line that cannot be imported is not a reason to refuse the
+    rest: paste_lines_checked leaves it out and names it."""
     text = CONTROL.sub("", text.replace("\r\n", "\n").replace("\r", "\n")).strip()
     if not text:
         raise ImportRefused(EMPTY)
     if len(text) > IMPORT_MAX_CHARS:
         raise ImportRefused(too_long_message(len(text)))
-    if tag := HTML_TAG.search(text):
-        raise ImportRefused(
-            f"This has HTML in it ({tag.group(0)[:40]}), so it is a web page's code rather than the "
-            "assistant's answer. Copy the answer as the assistant shows it (its Copy button gives plain "
-            "text), or take the tags out."
-        )
     return text
+
+
+def paste_lines_checked(text: str) -> CleanPaste:
+    """The cleaned paste with each line that cannot be imported blanked and named: a line of
+    HTML (a web page's code, never rendered, which would be split into tags rather than
+    facts), or one longer than a memory's whole note. ImportRefused when no line is left."""
+    lines = text.split("\n")
+    skipped = []
+    for index, line in enumerate(lines):
+        why = _why_not_importable(line)
+        if why:
+            skipped.append(SkippedLine(number=index + 1, starts=clip(line.strip(), STARTS_CHARS), why=why))
+            lines[index] = ""
+    if skipped and not any(line.strip() for line in lines):
+        raise ImportRefused(
+            "Every line of this has HTML in it, so it is a web page's code rather than the assistant's answer. "
+            "Copy the answer as the assistant shows it (its Copy button gives plain text), or take the tags out."
+            if all(line.why.startswith("it has HTML") for line in skipped)
+            else "None of its lines can be imported: " + "; ".join(f"line {s.number}: {s.why}" for s in skipped)
+        )
+    return CleanPaste(text="\n".join(lines), skipped=tuple(skipped))
+
+
+def _why_not_importable(line: str) -> str:
+    if tag := HTML_LINE.search(line):
+        return f"it has HTML in it ({tag.group(0).strip()}…), so it reads as a web page's code, not a fact"
+    if len(line.strip()) > settings.MEMORY_CONTENT_MAX_CHARS:
+        return (
+            f"it is {len(line.strip()):,} characters long, more than one memory holds "
+            f"({settings.MEMORY_CONTENT_MAX_CHARS:,})"
+        )
+    return ""
 
 
 def too_long_message(length: int) -> str:
@@ -228,6 +309,9 @@ def _checked(fact: Any, *, now: datetime) -> Proposal:
         raise _Unusable("a category no memory has")
     if tier not in Tier.values:
         raise _Unusable("a tier no memory has")
+    # Filed as the memory page files what a person writes: safety only on safety words,
+    # the model's topic otherwise.
+    category = category_from_words(f"{summary} {details}", suggested=category)
     draft = MemoryDraft(key="import-1", tier=tier, category=category, summary=summary, content=details)
     try:
         validate_draft(draft, now=now)

@@ -369,6 +369,16 @@
     keptFromEnd = null;
   });
 
+  // A temporary conversation is deleted once its page is left (closed, or left for another
+  // page): the page says so as it goes. A reload, or another tab on it, keeps it.
+  window.addEventListener("pagehide", (event) => {
+    const url = document.getElementById("messages")?.dataset.leaveUrl;
+    if (!url || event.persisted) return;
+    const data = new FormData();
+    data.append("csrfmiddlewaretoken", document.querySelector('input[name="csrfmiddlewaretoken"]')?.value || "");
+    navigator.sendBeacon(url, data);
+  });
+
   // A cue's Undo on a page the server drew (a form, so it works without JavaScript too)
   // takes the memory back here, as a cue drawn while the reply was written does.
   document.addEventListener("submit", (event) => {

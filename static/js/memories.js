@@ -66,6 +66,34 @@
     keptFromList = Boolean(event.detail.elt.closest("#next-to-forget"));
   });
 
+  // Escape puts away an editor or a delete question as its Cancel does (the focus goes back
+  // to what opened it); what was typed is discarded only once the person says so.
+  document.addEventListener("keydown", (event) => {
+    if (event.key !== "Escape" || event.defaultPrevented || event.isComposing) return;
+    const article = event.target.closest?.("article.memory");
+    const cancel = article?.querySelector("[data-return-focus]");
+    if (!cancel) return;
+    event.preventDefault();
+    const form = article.querySelector("form.memory-form");
+    if (form && typed(form) && !window.confirm("Discard your changes to this memory?")) return;
+    cancel.click();
+  });
+
+  // What was typed since the editor came is what Escape would discard: each field against
+  // the value the page was sent with (its default), so a person quicker than the page's
+  // own set-up still counts as having typed.
+  function typed(form) {
+    return [...form.elements].some((field) => {
+      if (field.type === "checkbox" || field.type === "radio") return field.checked !== field.defaultChecked;
+      if (field.tagName === "SELECT") {
+        // A menu sent with no option marked selected shows its first.
+        const sent = Math.max(0, [...field.options].findIndex((option) => option.defaultSelected));
+        return field.options.length > 0 && field.selectedIndex !== sent;
+      }
+      return "defaultValue" in field && field.type !== "hidden" && field.value !== field.defaultValue;
+    });
+  }
+
   document.addEventListener("click", (event) => {
     const cancel = event.target.closest("[data-return-focus]");
     const article = cancel && cancel.closest("article");

@@ -1,5 +1,5 @@
 // Importing what another assistant knows: copy the prompt, check the paste's size before
-// sending it, count what is ticked. Without JavaScript the prompt is plain text to select,
+// sending it, count what will be saved, bring a refusal into view. Without JavaScript the prompt is plain text to select,
 // the forms post as they are, and the server says what is too long.
 "use strict";
 
@@ -68,19 +68,29 @@
     }
   }
 
+  // What will be saved: each ticked fact, and each that differs from a kept memory and is
+  // chosen to stand in its place or beside it (the memory kept as it is saves nothing).
   function countTicked(form) {
-    const boxes = [...form.querySelectorAll(".import-keep input[type=checkbox]")];
-    const ticked = boxes.filter((box) => box.checked).length;
+    const proposals = [...form.querySelectorAll(".import-proposal")];
+    const chosen = proposals.filter((proposal) => {
+      const stands = proposal.querySelector(".import-stands input:checked");
+      if (stands) return stands.value !== "kept";
+      const box = proposal.querySelector(".import-keep input[type=checkbox]");
+      return Boolean(box && box.checked);
+    }).length;
     const button = form.querySelector("[data-save-label]");
     const count = form.querySelector("[data-ticked-count]");
     if (button) {
-      button.textContent = ticked === 1 ? "Save 1 memory" : `Save ${ticked} memories`;
-      button.disabled = ticked === 0;
+      button.textContent = chosen === 1 ? "Save 1 memory" : `Save ${chosen} memories`;
+      button.disabled = chosen === 0;
     }
-    if (count) count.textContent = `${ticked} of ${boxes.length} ticked`;
+    if (count) count.textContent = `${chosen} of ${proposals.length} to save`;
   }
 
   function enhance() {
+    // A refusal is said at the top of the page: brought into view and read out first.
+    const problem = document.querySelector("[data-focus-on-load]");
+    if (problem) problem.focus();
     for (const button of document.querySelectorAll("[data-copy]")) {
       button.hidden = false;
       button.addEventListener("click", () => copy(button));
@@ -88,7 +98,7 @@
     for (const form of document.querySelectorAll(".import-review")) {
       countTicked(form);
       form.addEventListener("change", (event) => {
-        if (event.target.matches(".import-keep input[type=checkbox]")) countTicked(form);
+        if (event.target.matches(".import-keep input[type=checkbox], .import-stands input")) countTicked(form);
       });
     }
   }

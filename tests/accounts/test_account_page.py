@@ -3,7 +3,10 @@ allauth's re-authentication."""
 
 from __future__ import annotations
 
+import io
+import json
 import re
+import zipfile
 from datetime import time, timedelta
 from zoneinfo import ZoneInfo
 
@@ -220,16 +223,19 @@ def test_invalid_preferences_say_what_is_wrong_and_save_nothing(
 # Export ---------------------------------------------------------------------------------
 
 
-def test_the_export_is_a_json_download(client: Client, user: User) -> None:
+def test_the_export_is_one_zip_download_holding_the_json(client: Client, user: User) -> None:
     make_memories(user, 2)
     signed_in_just_now(client, user)
 
     response = client.get("/account/export")
 
-    assert response["Content-Type"] == "application/json"
+    assert response["Content-Type"] == "application/zip"
     assert response["Content-Disposition"].startswith('attachment; filename="coach-export-')
+    assert response["Content-Disposition"].endswith('.zip"')
     assert "no-store" in response["Cache-Control"] or "no-cache" in response["Cache-Control"]
-    data = response.json()
+    with zipfile.ZipFile(io.BytesIO(response.content)) as archive:
+        [json_name] = [name for name in archive.namelist() if name.endswith("/your-data.json")]
+        data = json.loads(archive.read(json_name))
     assert data["profile"]["email"] == user.email
     assert [m["key"] for m in data["memories"]] == ["note-0", "note-1"]
 
@@ -325,3 +331,15 @@ def test_after_an_unsubscribe_the_account_page_says_so_and_emails_can_resume(cli
     assert "Your coach may email you again." in response.content.decode()
     assert EmailPreference.objects.get(user=user).unsubscribed_at is None
     assert "You unsubscribed on" not in client.get("/account/").content.decode()
+
+
+def test_the_note_under_the_data_actions_speaks_of_all_three_that_ask_for_the_password(
+    client: Client, user: User
+) -> None:
+    client.force_login(user)
+
+    page = client.get("/account/").content.decode()
+
+    section = page[page.index('id="your-data"') :].split("</section>")[0]
+    assert section.count('class="data-action"') == 3
+    assert "Both ask" not in section and "Each asks for your password first" in section

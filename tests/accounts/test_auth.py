@@ -99,3 +99,16 @@ def test_logout_is_a_post(client: Client, user: User) -> None:
     client.post("/accounts/logout/")
 
     assert "_auth_user_id" not in client.session
+
+
+@pytest.mark.django_db
+def test_a_sign_up_error_sits_under_the_box_it_is_about_and_the_box_says_so() -> None:
+    html = Client().post("/accounts/signup/", {"email": "not an address", "password1": "x", "password2": "x"}).content
+    page = html.decode()
+
+    label, box = page.index('for="id_email"'), page.index('id="id_email"')
+    error = page.index("Enter a valid email address.")
+    assert label < box < error
+    tag = page[page.rindex("<input", 0, box) : page.index(">", box)]
+    assert 'aria-invalid="true"' in tag and "id_email_error" in tag
+    assert page.index('id="id_email_error"') < error < page.index('for="id_password1"')

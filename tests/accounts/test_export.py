@@ -3,7 +3,10 @@ they delete their account: checked model by model, over every model Django knows
 
 from __future__ import annotations
 
+import html
+import io
 import json
+import zipfile
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
@@ -159,7 +162,15 @@ def keys_in(value: Any) -> set[str]:
 def export(client: Client) -> dict[str, Any]:
     response = client.get("/account/export")
     assert response.status_code == 200
-    return json.loads(response.content)
+    return json.loads(files_of(response.content)["your-data.json"])
+
+
+def files_of(download: bytes) -> dict[str, str]:
+    """The files of an export's zip by name, each in the one folder the zip holds."""
+    with zipfile.ZipFile(io.BytesIO(download)) as archive:
+        folders = {name.split("/")[0] for name in archive.namelist()}
+        assert len(folders) == 1, folders
+        return {name.split("/", 1)[1]: archive.read(name).decode() for name in archive.namelist()}
 
 
 def test_every_model_about_a_person_is_exported_or_excluded_for_a_stated_reason() -> None:
@@ -265,3 +276,39 @@ def test_the_export_is_a_fixed_number_of_queries(user: User, django_assert_max_n
 
     with django_assert_max_num_queries(15):
         export(client)
+
+
+def test_the_download_is_one_zip_of_the_documented_json_and_a_page_of_the_same_data_to_read(user: User) -> None:
+    a_whole_life(user, words="Ada")
+    make_memory(user, "trip-may", tier="prospective", summary="You're going to Kalymnos in May")
+    client = Client()
+    signed_in_just_now(client, user)
+
+    response = client.get("/account/export")
+
+    assert response["Content-Type"] == "application/zip"
+    files = files_of(response.content)
+    assert set(files) == {"README.txt", "your-data.html", "your-data.json"}
+    data = json.loads(files["your-data.json"])
+    data_sections = set(data) - {"format", "version", "exported_at", "not_included", "sections"}
+    assert set(data["sections"]) == data_sections and all(data["sections"].values())
+    assert all(f"- {section}: " in files["README.txt"] for section in data_sections)
+    page = html.unescape(files["your-data.html"])
+    for said in ("Ada shoulder", "Ada oats", "Ada: my shoulder", "Ada: noted", "Ada sent email", "Ada healed"):
+        assert said in page, said
+    assert "Ada asked for help" in page and "Europe/Helsinki" in page
+    assert "You're going to Kalymnos in May" in page and data["memories"][-1]["key"] == "trip-may"
+    # A memory's key and the app's field names are the program's, not the person's.
+    assert "trip-may" not in page and "session_id" not in page and "claimed_by" not in page
+
+
+def test_the_page_of_the_export_shows_what_the_person_wrote_as_text_never_as_markup(user: User) -> None:
+    session = ChatSession.objects.create(user=user, title="<b>bold</b> title")
+    Message.objects.create(session=session, role="user", content="<script>alert(1)</script> & more", status="answered")
+    client = Client()
+    signed_in_just_now(client, user)
+
+    page = files_of(client.get("/account/export").content)["your-data.html"]
+
+    assert "<script" not in page and "<b>" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; more" in page and "&lt;b&gt;bold&lt;/b&gt; title" in page

@@ -1,9 +1,11 @@
 """The export in Chromium: what the person receives when they press "Download my data" is
-the JSON, whether or not the password has to be asked for first."""
+one zip of the JSON and a page of it, whether or not the password has to be asked for
+first; the page reads in the browser, offline, with nothing of the app's workings."""
 
 from __future__ import annotations
 
 import json
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -31,11 +33,21 @@ def person(page: Page, live_server) -> User:
     return user
 
 
-def downloaded_json(path: Path) -> dict:
-    return json.loads(path.read_text(encoding="utf-8"))
+def unpacked(path: Path, into: Path) -> Path:
+    """The one folder the downloaded zip holds, unpacked as the person would."""
+    with zipfile.ZipFile(path) as archive:
+        archive.extractall(into)
+    [folder] = into.iterdir()
+    return folder
 
 
-def test_download_my_data_asks_for_the_password_then_delivers_the_json(page: Page, live_server, person: User) -> None:
+def downloaded_json(path: Path, into: Path) -> dict:
+    return json.loads((unpacked(path, into) / "your-data.json").read_text(encoding="utf-8"))
+
+
+def test_download_my_data_asks_for_the_password_then_delivers_the_json_and_a_page_to_read(
+    page: Page, live_server, person: User, tmp_path: Path
+) -> None:
     page.goto(live_server.url + "/account/")
     page.get_by_role("link", name="Download my data").click()
 
@@ -46,14 +58,23 @@ def test_download_my_data_asks_for_the_password_then_delivers_the_json(page: Pag
         page.get_by_role("button", name="Confirm").click()
 
     download = started.value
-    assert download.suggested_filename.startswith("coach-export-") and download.suggested_filename.endswith(".json")
-    data = downloaded_json(Path(download.path()))
+    assert download.suggested_filename.startswith("coach-export-") and download.suggested_filename.endswith(".zip")
+    folder = unpacked(Path(download.path()), tmp_path)
+    data = json.loads((folder / "your-data.json").read_text(encoding="utf-8"))
     assert data["format"] == "coach-account-export"
     assert any(memory["summary"] == "Bad left shoulder" for memory in data["memories"])
     expect(page.locator("#export-status")).to_contain_text("Your download has started")
 
+    # The page beside it, opened from the disk as the person would, offline.
+    page.goto((folder / "your-data.html").as_uri())
+    expect(page.get_by_role("heading", level=1)).to_contain_text("Your data from")
+    expect(page.get_by_role("heading", name="Bad left shoulder")).to_be_visible()
+    expect(page.get_by_role("main")).not_to_contain_text("left-shoulder")
+    page.get_by_role("link", name="Memories (1)").click()
+    expect(page.get_by_role("heading", name="Memories", exact=True)).to_be_in_viewport()
 
-def test_a_second_download_soon_after_needs_no_password(page: Page, live_server, person: User) -> None:
+
+def test_a_second_download_soon_after_needs_no_password(page: Page, live_server, person: User, tmp_path: Path) -> None:
     page.goto(live_server.url + "/account/")
     page.get_by_role("link", name="Download my data").click()
     page.get_by_label("Password").fill(PASSWORD)
@@ -64,4 +85,4 @@ def test_a_second_download_soon_after_needs_no_password(page: Page, live_server,
     with page.expect_download() as again:
         page.get_by_role("link", name="Download my data").click()
 
-    assert downloaded_json(Path(again.value.path()))["format"] == "coach-account-export"
+    assert downloaded_json(Path(again.value.path()), tmp_path)["format"] == "coach-account-export"

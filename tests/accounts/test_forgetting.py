@@ -4,6 +4,7 @@ each way of forgetting, one test each, then every way through the search of ever
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
 from django.conf import settings
@@ -28,6 +29,7 @@ from coach.models import ChatSession, ConversationEmbedding, Message
 from coach.runner import wait_for_running
 from coach.services import message_post, session_end, session_start, session_summary_save, summaries_due
 from coach.tasks import summarise_session
+from coach.temporary import LEAVE_GRACE_SECONDS, temporary_conversation_left, temporary_conversations_sweep
 from coach.turn import turn_start
 from emails.models import Email
 from memory.drafts import MemoryDraft
@@ -418,16 +420,43 @@ def test_words_said_with_memory_off_reach_nothing_the_coach_keeps(model_server: 
     assert_forgotten(PHRASE, person, way=Way.SAID_WITH_MEMORY_OFF, model_server=model_server)
 
 
-def test_a_conversation_not_remembered_reaches_nothing_the_coach_keeps(model_server: ModelServer) -> None:
-    person = make_user("forgets@example.com")
+def a_temporary_conversation(email: str, phrase: str, model_server: ModelServer) -> tuple[User, ChatSession]:
+    """A person's temporary conversation in which `phrase` was said and answered, while it lasts."""
+    person = make_user(email)
     session = session_start(user=person, remembered=False)
-    answered(person, session, f"Off the record: the {PHRASE}", model_server, reply=f"The {PHRASE}, off the record.")
-    session_end(session=session)
-    assert session.pk not in summaries_due()
+    answered(person, session, f"Off the record: the {phrase}", model_server, reply=f"The {phrase}, off the record.")
     exchanges_index(user_id=person.pk)
+    return person, session
+
+
+def test_a_temporary_conversation_left_is_found_nowhere_and_the_other_persons_stays(
+    model_server: ModelServer,
+) -> None:
+    person, session = a_temporary_conversation("forgets@example.com", PHRASE, model_server)
+    other, theirs = a_temporary_conversation("keeps@example.com", OTHER, model_server)
     still_holds(PHRASE, person, model_server, "coach_message.content", "redis", "the export")
 
+    # The page showing it was left; a moment later no page of it is open.
+    left = timezone.now()
+    assert temporary_conversation_left(user_id=person.pk, session_id=session.pk, now=left)
+    assert temporary_conversations_sweep(now=left + timedelta(seconds=LEAVE_GRACE_SECONDS)) == 1
+
     assert_forgotten(PHRASE, person, way=Way.NOT_REMEMBERED, model_server=model_server)
+    assert ChatSession.objects.filter(pk=theirs.pk).exists()
+    still_holds(OTHER, other, model_server, "coach_message.content", "redis", "the export")
+
+
+def test_a_temporary_conversation_ended_is_found_nowhere(model_server: ModelServer) -> None:
+    person, session = a_temporary_conversation("forgets@example.com", PHRASE, model_server)
+    still_holds(PHRASE, person, model_server, "coach_message.content", "redis", "the export")
+    client = Client()
+    client.force_login(person)
+
+    response = client.post(f"/chat/{session.pk}/end")
+
+    assert response.status_code == 302 and response.url == "/chat/new"
+    assert_forgotten(PHRASE, person, way=Way.NOT_REMEMBERED, model_server=model_server)
+    assert session.pk not in summaries_due()
 
 
 def a_person_who_said(email: str, phrase: str, model_server: ModelServer) -> tuple[User, Message]:

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.test import Client
 from django.utils import timezone
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Dialog, Page, expect
 
 from accounts.models import User
 from memory.context import assemble_memory_context
@@ -225,6 +225,48 @@ def test_cancel_gives_the_focus_back_to_the_control_that_opened_it(page: Page, l
     row.get_by_role("link", name="Cancel").click()
     expect(row.get_by_role("link", name="Delete")).to_be_focused()
     assert focused(page) == {"id": "", "tag": "a", "control": "delete", "memory": f"memory-{memory.pk}"}
+    assert still_the_same_document(page)
+
+
+def test_escape_puts_the_editor_and_the_delete_question_away_and_asks_before_dropping_what_was_typed(
+    page: Page, live_server, person: User
+) -> None:
+    memory = make_memory(person, "breakfast", summary="Oats every morning")
+    open_memories(page, live_server)
+    row = page.locator(f"#memory-{memory.pk}")
+
+    row.get_by_role("link", name="Edit").click()
+    expect(row.get_by_label(SUMMARY)).to_be_focused()
+    page.keyboard.press("Escape")
+    expect(row.get_by_role("link", name="Edit")).to_be_focused()
+
+    row.get_by_role("link", name="Delete").click()
+    expect(row.locator(".confirm-question")).to_be_focused()
+    page.keyboard.press("Escape")
+    expect(row.get_by_role("link", name="Delete")).to_be_focused()
+
+    row.get_by_role("link", name="Edit").click()
+    row.get_by_label(SUMMARY).fill("Eggs every morning")
+    asked: list[str] = []
+    # The person says no the first time, yes the second.
+    answers = [False, True]
+
+    def answer(dialog: Dialog) -> None:
+        asked.append(dialog.message)
+        if answers.pop(0):
+            dialog.accept()
+        else:
+            dialog.dismiss()
+
+    page.on("dialog", answer)
+    page.keyboard.press("Escape")
+    expect(row.get_by_label(SUMMARY)).to_have_value("Eggs every morning")
+    row.get_by_label(SUMMARY).press("Escape")
+    expect(row.get_by_role("link", name="Edit")).to_be_focused()
+
+    assert asked == ["Discard your changes to this memory?"] * 2
+    expect(row).to_contain_text("Oats every morning")
+    assert Memory.objects.get(pk=memory.pk).summary == "Oats every morning"
     assert still_the_same_document(page)
 
 

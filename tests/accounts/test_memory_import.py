@@ -14,7 +14,6 @@ from django.test import Client
 
 from accounts.models import User
 from memory.imports.review import NO_FACTS
-from memory.imports.saving import IMPORT_REASON
 from memory.imports.splitting import IMPORT_MAX_CHARS
 from memory.models import Memory, MemoryEvent, MemoryProposal
 from offline_coach import ModelServer
@@ -50,9 +49,9 @@ class _Form(HTMLParser):
         name = found.get("name") or ""
         if tag == "fieldset":
             self.fieldsets.append(found.get("id") or "")
-        elif tag == "input" and found.get("type") == "checkbox":
+        elif tag == "input" and found.get("type") in ("checkbox", "radio"):
             if "checked" in found:
-                self.fields[name] = "on"
+                self.fields[name] = found.get("value") or "on"
         elif tag == "input" and name:
             self.fields[name] = found.get("value") or ""
         elif tag == "textarea":
@@ -84,8 +83,8 @@ def review_form(response) -> _Form:
     return form
 
 
-def paste(client: Client, text: str):
-    return client.post("/memories/import", {"text": text})
+def paste(client: Client, text: str, source: str = "chatgpt"):
+    return client.post("/memories/import", {"text": text, "source": source})
 
 
 def save(client: Client, fields: dict[str, str]):
@@ -170,7 +169,7 @@ def test_ticking_ten_of_twelve_saves_ten_as_the_persons_own_and_the_other_two_le
     assert {(m.source, m.is_protected) for m in saved} == {("user", True)}
     assert [m.category for m in saved][1:4] == ["injury", "allergy", "medical"]
     events = list(MemoryEvent.objects.filter(user=user))
-    assert [(e.action, e.actor, e.reason) for e in events] == [("created", "user", IMPORT_REASON)] * 10
+    assert [(e.action, e.actor, e.reason) for e in events] == [("created", "user", "imported from ChatGPT")] * 10
     # The two unticked facts are nowhere: no memory, no event, no proposal.
     for dropped in (CHATGPT_FACTS[1], CHATGPT_FACTS[9]):
         assert not any(dropped in (m.summary, m.content) for m in saved)
@@ -255,8 +254,8 @@ def test_a_model_that_answers_garbage_falls_back_to_one_proposal_per_line(
         ),
         pytest.param(
             "<ul>\n<li>Allergic to peanuts</li>\n<li>Bad left knee</li>\n</ul>",
-            "This has HTML in it (&lt;ul&gt;), so it is a web page&#x27;s code",
-            id="HTML",
+            "Every line of this has HTML in it, so it is a web page&#x27;s code",
+            id="HTML on every line",
         ),
         pytest.param(
             "I don't have any memories saved about you yet. Would you like to tell me about yourself?",
@@ -274,6 +273,10 @@ def test_a_paste_that_cannot_be_imported_says_why_and_stays_in_the_box(
     page = response.content.decode()
     assert f'<ul class="errorlist" id="import-text_error"><li>{says}' in page
     assert 'aria-describedby="import-text_helptext import-text_error"' in page
+    # Said again at the top of the page, where the person looks after sending, with a way to the box.
+    top = '<div class="form-alert" role="alert" id="import-problem" tabindex="-1" data-focus-on-load>'
+    assert f"{top}\n  <p>{says}" in page
+    assert page.index('id="import-problem"') < page.index('id="ask-title"')
     assert textarea_holds(response, pasted)
     assert "<li>Allergic to peanuts</li>" not in page
     assert nothing_saved(user)

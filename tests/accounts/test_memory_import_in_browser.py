@@ -55,7 +55,7 @@ def test_a_person_pastes_an_answer_unticks_two_edits_one_and_sees_the_ten_on_the
     for place in (1, 9):
         page.locator(f"#proposal-{place}").get_by_label("Save this").uncheck()
     page.locator("#proposal-0").get_by_label("What your coach should remember").fill(EDITED)
-    expect(page.locator("[data-ticked-count]")).to_have_text("10 of 12 ticked")
+    expect(page.locator("[data-ticked-count]")).to_have_text("10 of 12 to save")
     assert_accessible(page, "the proposals, two unticked")
     page.get_by_role("button", name="Save 10 memories").click()
 
@@ -99,3 +99,43 @@ def test_a_megabyte_paste_is_stopped_on_the_page_with_a_sentence_and_stays_in_th
     assert sent == []
     assert_accessible(page, "a paste too large to send")
     assert not Memory.objects.filter(user=person).exists()
+
+
+def test_on_a_phone_a_refused_paste_is_said_at_the_top_in_view_and_read_first(
+    page: Page, live_app: str, person: User
+) -> None:
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(live_app + "/memories/import")
+    page.get_by_label(PASTE_LABEL).fill("<ul>\n<li>Allergic to peanuts</li>\n</ul>")
+    page.get_by_role("button", name="Show me what it found").click()
+
+    problem = page.locator("#import-problem")
+    expect(problem).to_contain_text("Every line of this has HTML in it")
+    expect(problem).to_be_focused()
+    expect(problem).to_be_in_viewport()
+    problem.get_by_role("link", name="Go to what you pasted").click()
+    expect(page.get_by_label(PASTE_LABEL)).to_have_value("<ul>\n<li>Allergic to peanuts</li>\n</ul>")
+    assert_accessible(page, "a refused paste, on a phone")
+
+
+def test_a_fact_that_differs_from_a_kept_one_is_saved_in_its_place_when_the_person_chooses_so(
+    page: Page, live_app: str, person: User
+) -> None:
+    from tests.memory.factories import make_memory
+
+    job = make_memory(person, "job", tier="profile", category="background", summary="You're a pharmacist")
+    page.goto(live_app + "/memories/import")
+    page.get_by_label(PASTE_LABEL).fill("- You teach chemistry at a secondary school\n- You like tea")
+    page.get_by_role("button", name="Show me what it found").click()
+
+    differs = page.locator("#proposal-0")
+    expect(differs.locator(".kept-memory")).to_contain_text("You're a pharmacist")
+    expect(differs.get_by_label("What you keep now")).to_be_checked()
+    expect(page.get_by_role("button", name="Save 1 memory")).to_be_visible()
+    assert_accessible(page, "a fact that differs from a kept one")
+    differs.get_by_label("This, in its place").check()
+    page.get_by_role("button", name="Save 2 memories").click()
+
+    expect(page.locator(f"#memory-{job.pk} .memory-summary")).to_have_text("You teach chemistry at a secondary school")
+    expect(page.locator(f"#memory-{job.pk} .author")).to_have_text("Imported from ChatGPT")
+    assert Memory.objects.filter(user=person).count() == 2

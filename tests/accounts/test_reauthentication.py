@@ -68,7 +68,7 @@ def test_the_export_asks_for_the_password_first(stolen: Client) -> None:
     stolen.post("/accounts/reauthenticate/", {"password": PASSWORD})
     response = stolen.get("/account/export")
 
-    assert response.status_code == 200 and response["Content-Type"] == "application/json"
+    assert response.status_code == 200 and response["Content-Type"] == "application/zip"
 
 
 def test_a_password_reset_for_an_address_nobody_has_is_limited_per_address() -> None:

@@ -14,11 +14,10 @@ from tests.conftest import PASSWORD
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_land_sign_up_verify_log_in_see_the_chat_and_log_out(page: Page, live_app: str) -> None:
-    page.goto(live_app + "/")
-    expect(page.get_by_role("heading", level=1)).to_contain_text("A coach that remembers you")
-    page.get_by_role("main").get_by_role("link", name="Create your account").first.click()
-    page.get_by_label("Email:").fill("new@example.com")
+def sign_up_and_confirm(page: Page, live_app: str, email: str) -> None:
+    """From the sign-up form: the form sent, the verification mail's link followed and
+    confirmed, ending on the welcome."""
+    page.get_by_label("Email:").fill(email)
     page.get_by_label("Password:", exact=True).fill(PASSWORD)
     page.get_by_label("Password (again):").fill(PASSWORD)
     page.get_by_role("button", name="Sign Up").click()
@@ -29,6 +28,13 @@ def test_land_sign_up_verify_log_in_see_the_chat_and_log_out(page: Page, live_ap
     page.goto(live_app + link)
     page.get_by_role("button", name="Confirm").click()
     expect(page.get_by_role("heading", name="Welcome")).to_be_visible()
+
+
+def test_land_sign_up_verify_log_in_see_the_chat_and_log_out(page: Page, live_app: str) -> None:
+    page.goto(live_app + "/")
+    expect(page.get_by_role("heading", level=1)).to_contain_text("A coach that remembers you")
+    page.get_by_role("main").get_by_role("link", name="Create your account").first.click()
+    sign_up_and_confirm(page, live_app, "new@example.com")
     # One message, not "confirmed" and "signed in" stacked.
     expect(page.locator(".message")).to_have_text(["Your address new@example.com is confirmed, and you are signed in."])
     page.get_by_role("button", name="Skip for now").click()

@@ -23,7 +23,7 @@ from memory.models import Memory, MemoryEvent, MemoryProposal, PrivateTextViewin
 from memory.proposals import proposal_make
 from tests.coach.factories import make_session
 from tests.conftest import PASSWORD, make_user
-from tests.emails.factories import make_email, prefer
+from tests.emails.factories import make_email, prefer, settled
 from tests.memory.factories import make_memory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -101,6 +101,8 @@ def test_a_visitor_signs_up_skips_every_question_keeps_their_zone_and_is_sent_no
     page.get_by_label("Once a week").check()
     page.get_by_role("button", name="Save preferences").click()
     expect(page.get_by_role("status").filter(has_text="Saved.")).to_be_visible()
+    # Once their first day and their last message are behind them: no follow-up comes sooner.
+    settled(person)
     assert [e.kind for e in Email.objects.filter(pk__in=run_every_email_planner(now, monkeypatch))] == ["check_in"]
 
 

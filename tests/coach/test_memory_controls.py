@@ -217,6 +217,9 @@ def test_a_conversation_not_remembered_leaves_no_memory_summary_or_email_behind(
         session_end(session=session)
     summarise_ended_sessions()
     session_recaps_plan()
+    # A nudge waits until the person's first day and their last message are well behind them.
+    User.objects.filter(pk__in=sessions).update(date_joined=now - timedelta(days=2))
+    ChatSession.objects.filter(pk__in=[s.pk for s in sessions.values()]).update(last_message_at=now - timedelta(days=1))
     nudges_plan()
     check_ins_plan(now=now)
     emails_dispatch_due()
@@ -275,11 +278,12 @@ def test_with_memory_off_no_email_is_planned_and_one_planned_before_is_skipped(
     user: User, model_server: ModelServer
 ) -> None:
     from emails.sending import email_send
-    from tests.emails.factories import make_email
+    from tests.emails.factories import make_email, settled
 
     now = timezone.now()
     reachable_now(user, now, frequency="weekly", session_summaries=True)
     make_session(user, "Hello", "Hi!")
+    settled(user)
     make_memory(user, "talk", tier="prospective", category="goal", due_at=now + timedelta(days=2))
     # Planned a while ago and kept back since (quiet hours, say): no gap stands in the way.
     planned_before = make_email(user, kind="nudge", period_key="earlier", created_at=now - timedelta(days=30))
@@ -317,9 +321,7 @@ def test_the_new_conversation_page_offers_not_to_remember_it_and_a_link_ticks_th
 
 
 @pytest.mark.django_db
-def test_starting_a_conversation_not_remembered_over_htmx_marks_it_and_its_page_says_so(
-    client: Client, user: User
-) -> None:
+def test_starting_a_temporary_conversation_over_htmx_marks_it_and_its_page_says_so(client: Client, user: User) -> None:
     client.force_login(user)
     remembered = make_session(user, "An ordinary chat", "Sure.")
 
@@ -331,11 +333,12 @@ def test_starting_a_conversation_not_remembered_over_htmx_marks_it_and_its_page_
 
     private = ChatSession.objects.exclude(pk=remembered.pk).get(user=user)
     assert response.status_code == 200 and response["HX-Redirect"] == f"/chat/{private.pk}/"
-    assert (private.remembered, remembered.remembered) == (False, True)
+    assert (private.remembered, private.temporary, remembered.remembered) == (False, True, True)
     page = client.get(f"/chat/{private.pk}/").content.decode()
-    assert "This conversation is not remembered." in page
-    assert page.count('class="session-tag">Not remembered<') == 1
-    assert "This conversation is not remembered." not in client.get(f"/chat/{remembered.pk}/").content.decode()
+    assert "Temporary conversation: deleted when you leave it." in page
+    # Listed nowhere, its own page included: only the remembered one is.
+    assert 'class="session-tag">Not remembered<' not in page and f'href="/chat/{private.pk}/"' not in page
+    assert "Temporary conversation" not in client.get(f"/chat/{remembered.pk}/").content.decode()
 
 
 @pytest.mark.django_db

@@ -196,8 +196,8 @@ def test_a_talk_in_june_is_due_on_the_first_of_june(client: openai.OpenAI) -> No
         "key": "talk-june",
         "tier": "prospective",
         "category": "project",
-        "summary": "Giving a talk in June",
-        "content": "They're giving a talk in June.\nDue: June 2025.",
+        "summary": "You're giving a talk in June",
+        "content": "You're giving a talk in June.\nDue: June 2025.",
         "due_at": "2025-06-01",
         "keep_separate": None,
     }

@@ -140,6 +140,23 @@ def test_development_mail_prints_links_whole(capsys) -> None:
     assert "Subject: Confirm" in printed and "To: ada@example.com" in printed
 
 
+def test_development_mail_stands_out_in_the_console_with_its_links_alone_on_their_lines(capsys) -> None:
+    from django.core.mail import EmailMessage
+
+    from infra.console_mail import ReadableConsoleBackend
+
+    link = "http://127.0.0.1:8000/accounts/confirm-email/MQ:abc/"
+    body = f"Hello,\n\nTo confirm your address, go to {link}.\nThanks (see {link})"
+    ReadableConsoleBackend(alias="default").send_messages(
+        [EmailMessage("Confirm your email address", body, "coach@localhost", ["ada@example.com"])]
+    )
+
+    lines = capsys.readouterr().out.splitlines()
+    assert "MAIL to ada@example.com: Confirm your email address" in lines
+    listed = lines[lines.index("Links in this mail:") + 1 :]
+    assert listed[0] == f"  {link}" and listed[1].startswith("====")
+
+
 def test_a_sync_database_call_from_async_code_fails_the_test(db: None) -> None:
     """The suite runs with Django's guard on (only the browser tests, last, lift it), so
     async code that forgets db_step fails here rather than blocking a server's loop."""

@@ -9,6 +9,7 @@ import socket
 import stat
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from datetime import timedelta
@@ -408,3 +409,34 @@ def test_a_command_beside_the_running_app_gets_exactly_its_settings(tmp_path: Pa
     assert printed.returncode == 0, stderr
     assert stdout.split()[-3:] == ["mail.app.example", "2525", f"http://127.0.0.1:{port}"]
     assert not (tmp_path / "data" / "running.env").exists()
+
+
+def console_after_start(tmp_path: Path, seconds: float, **env: str) -> list[str]:
+    """What the run command prints from its start until `seconds` after the app answers."""
+    port = free_port()
+    process = supervisor(tmp_path, port, **env)
+    lines: list[str] = []
+    try:
+        lines += read_until(process, "the app is running at")
+        assert process.stdout is not None
+        reader = threading.Thread(target=lambda: lines.extend(iter(process.stdout.readline, "")), daemon=True)
+        reader.start()
+        time.sleep(seconds)
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=60)
+    return lines
+
+
+# The scheduler's tick ("Sending due task"), each task's receipt and success, Celery's banners.
+ROUTINE = ("Sending due task", "] received", "] succeeded in", "[tasks]", "celery beat v")
+
+
+def test_the_run_commands_console_stays_quiet_while_the_scheduler_ticks_unless_debugging(tmp_path: Path) -> None:
+    # Two ticks of the most frequent periodic task (every 5 s) after the app answers.
+    quiet = console_after_start(tmp_path / "quiet", 12)
+    debugging = console_after_start(tmp_path / "debug", 12, LOG_LEVEL="DEBUG")
+
+    assert not [line for line in quiet if any(routine in line for routine in ROUTINE)], "".join(quiet)
+    assert any("Sending due task" in line for line in debugging) and any("] succeeded in" in line for line in debugging)
+    assert len(quiet) < len(debugging) / 2, (len(quiet), len(debugging))

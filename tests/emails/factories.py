@@ -2,18 +2,33 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from zoneinfo import ZoneInfo, available_timezones
 
 from django.utils import timezone
 
 from accounts.models import User
+from coach.models import ChatSession
 from emails.models import LOOK_AT_NEXT_TICK, Email, EmailPreference
 from emails.schedule import local_time
 from offline_coach import bag_of_words_embedding
 
 # A real zone of each whole-hour offset, so a test can put a person at any local hour.
 _ZONES = sorted(zone for zone in available_timezones() if "/" in zone and not zone.startswith(("posix/", "right/")))
+
+
+# Long before any instant these tests plan at.
+SETTLED_AT = datetime(2025, 11, 1, 12, 0, tzinfo=UTC)
+
+
+def settled(user: User) -> User:
+    """The person signed up, and last wrote to their coach, long before any instant these
+    tests plan at: past their first day, and not with their coach (emails/schedule.py,
+    rule 4). For tests about what comes after."""
+    User.objects.filter(pk=user.pk).update(date_joined=SETTLED_AT)
+    ChatSession.objects.filter(user=user).update(created_at=SETTLED_AT, last_message_at=SETTLED_AT)
+    user.date_joined = SETTLED_AT
+    return user
 
 
 def zone_at_local_hour(now: datetime, hour: int) -> str:

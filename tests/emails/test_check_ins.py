@@ -14,7 +14,7 @@ from emails.planning import check_ins_plan
 from emails.sending import SendOutcome, email_send
 from memory.models import Memory
 from offline_coach import ModelServer
-from tests.emails.factories import prefer
+from tests.emails.factories import prefer, settled
 from tests.emails.smtp_sink import SmtpSink
 from tests.memory.factories import make_memory
 
@@ -27,7 +27,7 @@ IN_MAY = datetime(2026, 5, 20, 12, 0, tzinfo=UTC)
 
 @pytest.fixture
 def talk(user: User) -> Memory:
-    prefer(user, time_zone="UTC")
+    prefer(settled(user), time_zone="UTC")
     return make_memory(
         user, "ted-talk", tier="prospective", category="project", summary="Giving a TED talk", due_at=TALK_DAY
     )

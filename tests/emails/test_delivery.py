@@ -12,7 +12,7 @@ from emails.models import Email
 from emails.planning import nudges_plan
 from emails.tasks import send_email
 from tests.coach.factories import make_session
-from tests.emails.factories import make_email, reachable_now
+from tests.emails.factories import make_email, reachable_now, settled
 from tests.emails.smtp_sink import REFUSE, TRY_LATER, SmtpSink
 from tests.emails.workers import in_thread_worker_idle, tasks_left_in_redis, wait_until
 
@@ -97,6 +97,7 @@ def test_a_nudge_planned_by_the_scheduler_is_sent_by_a_worker_once_the_plan_is_c
 ) -> None:
     reachable_now(user)
     make_session(user, "I want to run a marathon", "Let's plan it.")
+    settled(user)
 
     assert nudges_plan() == 1
 

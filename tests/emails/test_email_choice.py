@@ -16,7 +16,7 @@ from emails.planning import check_ins_plan, emails_dispatch_due, nudges_plan, se
 from emails.preferences import email_frequency_choose, email_preference_update
 from emails.sending import email_send
 from tests.coach.factories import make_session
-from tests.emails.factories import make_email, zone_at_local_hour
+from tests.emails.factories import make_email, settled, zone_at_local_hour
 from tests.memory.factories import make_memory
 
 pytestmark = pytest.mark.django_db
@@ -39,6 +39,7 @@ def due_everything(user: User) -> ChatSession:
     User.objects.filter(pk=user.pk).update(time_zone=zone_at_local_hour(now, 14))
     user.refresh_from_db()
     session = make_session(user, "I finished chapter three", "Wonderful.")
+    settled(user)
     ChatSession.objects.filter(pk=session.pk).update(summary="Finished chapter three.", summarised_at=now)
     make_memory(user, "talk", tier="prospective", category="project", due_at=now + timedelta(days=2))
     return session

@@ -16,9 +16,9 @@ from coach.models import ChatSession, Message
 from emails.models import Email, EmailPreference
 from emails.planning import check_ins_plan, nudges_plan
 from emails.schedule import NudgeFacts, SendingHours, SendingWindow, nudge_due
-from emails.selectors import nudges_due
+from emails.selectors import after_chat, nudges_due
 from tests.conftest import make_user
-from tests.emails.factories import make_email, prefer
+from tests.emails.factories import SETTLED_AT, make_email, prefer, settled
 from tests.memory.factories import make_memory
 
 pytestmark = pytest.mark.django_db
@@ -51,8 +51,10 @@ MONDAY_NOON = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 
 def chatted(user: User) -> None:
+    """The person wrote to their coach, long before the instants these tests plan at."""
     session = ChatSession.objects.create(user=user)
     Message.objects.create(session=session, role="user", content="Hello", status="answered")
+    settled(user)
 
 
 def due_now_in_utc(email: str) -> User:
@@ -102,6 +104,17 @@ def test_the_planning_query_and_the_pure_rule_agree_on_who_is_due_across_clock_c
 
     checked = 0
     for change in CLOCK_CHANGES:
+        # Each person signed up and last wrote to their coach around this change, or long
+        # before: some are in their first day, or with their coach, at some of the instants.
+        for user_id, facts in people.items():
+            facts["joined_at"] = change + timedelta(hours=rng.randrange(-80, 40)) if rng.random() < 0.3 else SETTLED_AT
+            User.objects.filter(pk=user_id).update(date_joined=facts["joined_at"])
+            facts["last_said_at"] = None
+            if facts["chatted"]:
+                facts["last_said_at"] = (
+                    change + timedelta(minutes=rng.randrange(-60 * 60, 40 * 60)) if rng.random() < 0.4 else SETTLED_AT
+                )
+                ChatSession.objects.filter(user_id=user_id).update(last_message_at=facts["last_said_at"])
         # Emails of every kind in the days around this change, some within a gap, some not.
         Email.objects.all().delete()
         last: dict[int, datetime] = {}
@@ -122,9 +135,11 @@ def test_the_planning_query_and_the_pure_rule_agree_on_who_is_due_across_clock_c
                     unsubscribed=facts.get("unsubscribed", False),
                     has_chatted=facts["chatted"],
                     last_emailed_at=last.get(user_id),
+                    joined_at=facts["joined_at"],
+                    last_said_at=facts["last_said_at"],
                 )
                 # The pure rule knows nothing of accounts: a deactivated one is never emailed.
-                if facts["active"] and (key := nudge_due(now, person, WINDOW)):
+                if facts["active"] and (key := nudge_due(now, person, WINDOW, after_chat=after_chat())):
                     expected.add((user_id, key))
 
             found = {(due.user_id, due.period_key) for due in nudges_due(now=now, window=WINDOW)}
@@ -269,7 +284,7 @@ def test_no_nudge_lands_inside_quiet_hours_that_cross_midnight() -> None:
 
 
 def test_several_intentions_coming_up_together_get_one_check_in_a_day(user: User) -> None:
-    prefer(user, time_zone="UTC")
+    prefer(settled(user), time_zone="UTC")
     now = datetime(2026, 5, 20, 12, 0, tzinfo=UTC)
     talk = make_memory(user, "talk", tier="prospective", category="project", due_at=now + timedelta(days=10))
     make_memory(user, "race", tier="prospective", category="goal", due_at=now + timedelta(days=12))
@@ -283,7 +298,7 @@ def test_several_intentions_coming_up_together_get_one_check_in_a_day(user: User
 
 
 def test_a_check_in_is_not_planned_for_someone_who_turned_emails_off(user: User) -> None:
-    prefer(user, time_zone="UTC", frequency="off")
+    prefer(settled(user), time_zone="UTC", frequency="off")
     now = datetime(2026, 5, 20, 12, 0, tzinfo=UTC)
     make_memory(user, "talk", tier="prospective", category="project", due_at=now + timedelta(days=10))
 

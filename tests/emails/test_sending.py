@@ -25,7 +25,7 @@ from emails.unsubscribe import unsubscribe_token
 from memory.models import MemoryEvent
 from offline_coach import ModelServer
 from tests.coach.factories import make_session
-from tests.emails.factories import make_email, prefer, reachable_now
+from tests.emails.factories import make_email, prefer, reachable_now, settled
 from tests.emails.smtp_sink import REFUSE, TRY_LATER, SmtpSink
 from tests.memory.factories import make_memory
 
@@ -177,6 +177,7 @@ def test_two_consecutive_nudges_differ_and_the_second_draft_saw_the_first(
 ) -> None:
     prefer(user, time_zone="UTC")
     make_session(user, "I'm training for the Helsinki marathon", "Great, when is it?")
+    settled(user)
     make_memory(user, "marathon", tier="profile", category="goal", summary="Training for the Helsinki marathon")
     monday = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

@@ -12,11 +12,12 @@ from django.utils import timezone
 
 from accounts.models import User
 from memory.imports.review import IMPORT_MAX_FACTS, NO_FACTS, import_split
-from memory.imports.saving import IMPORT_REASON, ImportInvalid, memories_import
+from memory.imports.saving import ImportInvalid, memories_import
 from memory.imports.splitting import (
     EMPTY,
     IMPORT_MAX_CHARS,
     ImportRefused,
+    Mark,
     Proposal,
     import_text_clean,
     model_chunks,
@@ -193,8 +194,6 @@ def test_a_fact_too_long_for_a_summary_keeps_every_word_in_its_details() -> None
         ("", EMPTY),
         ("  \n\t ", EMPTY),
         ("x" * (IMPORT_MAX_CHARS + 1), f"That is {IMPORT_MAX_CHARS + 1:,} characters"),
-        ("<ul><li>Allergic to peanuts</li></ul>", "This has HTML in it (<ul>)"),
-        ("- Likes tea\n<script>alert(1)</script>", "This has HTML in it (<script>)"),
     ],
 )
 def test_a_paste_that_cannot_be_used_says_why(pasted: str, says: str) -> None:
@@ -202,6 +201,45 @@ def test_a_paste_that_cannot_be_used_says_why(pasted: str, says: str) -> None:
         import_text_clean(pasted)
 
     assert str(refused.value).startswith(says)
+
+
+def test_a_line_of_html_is_named_and_left_out_and_the_rest_is_proposed(user: User, model_server: ModelServer) -> None:
+    pasted = CHATGPT_ANSWER.replace(
+        "- You're allergic to peanuts and cashews",
+        '- You\'re allergic to peanuts and cashews\n<div class="memory">You have two cats</div>\n<script>x()</script>',
+    )
+
+    split = import_split(user=user, text=pasted)
+
+    assert [p.summary for p in split.proposals] == list(CHATGPT_FACTS)
+    assert [(line.number, line.starts) for line in split.skipped] == [
+        (10, '<div class="memory">You have two cats</div>'),
+        (11, "<script>x()</script>"),
+    ]
+    assert split.skipped[0].why == "it has HTML in it (<div…), so it reads as a web page's code, not a fact"
+    [request] = import_requests(model_server)
+    assert "<" not in request["messages"][-1]["content"], "no markup reaches the model"
+
+
+def test_a_paste_that_is_all_html_is_refused_saying_so(user: User) -> None:
+    with pytest.raises(ImportRefused) as refused:
+        import_split(user=user, text="<ul>\n<li>Allergic to peanuts</li>\n</ul>")
+
+    assert str(refused.value).startswith("Every line of this has HTML in it")
+
+
+def test_a_line_longer_than_a_memory_holds_is_named_and_left_out(user: User, settings) -> None:
+    long_line = "- " + "You log every run. " * 150
+
+    split = import_split(user=user, text=f"- Likes tea\n{long_line}\n- Runs on Sundays")
+
+    assert [p.summary for p in split.proposals] == ["Likes tea", "Runs on Sundays"]
+    [skipped] = split.skipped
+    assert skipped.number == 2
+    assert skipped.why == (
+        f"it is {len(long_line.strip()):,} characters long, more than one memory holds "
+        f"({settings.MEMORY_CONTENT_MAX_CHARS:,})"
+    )
 
 
 def test_a_paste_of_exactly_the_limit_is_taken() -> None:
@@ -218,16 +256,17 @@ def test_an_assistant_with_nothing_saved_gives_no_facts(user: User, model_server
     assert str(refused.value) == NO_FACTS
 
 
-def test_more_facts_than_an_import_takes_are_refused_before_the_model_is_asked(
+def test_past_the_most_facts_an_import_takes_the_first_are_proposed_and_where_the_rest_starts_is_said(
     user: User, model_server: ModelServer
 ) -> None:
-    pasted = "\n".join(f"- Fact number {n}" for n in range(IMPORT_MAX_FACTS + 1))
+    pasted = "## Facts\n" + "\n".join(f"- Fact number {n}" for n in range(IMPORT_MAX_FACTS + 30))
 
-    with pytest.raises(ImportRefused) as refused:
-        import_split(user=user, text=pasted)
+    split = import_split(user=user, text=pasted)
 
-    assert str(refused.value).startswith(f"That is {IMPORT_MAX_FACTS + 1} facts; an import takes at most 100")
-    assert import_requests(model_server) == []
+    assert [p.summary for p in split.proposals] == [f"Fact number {n}" for n in range(IMPORT_MAX_FACTS)]
+    assert split.unread_from_line == IMPORT_MAX_FACTS + 2
+    sent = "\n".join(request["messages"][-1]["content"] for request in import_requests(model_server))
+    assert f"Fact number {IMPORT_MAX_FACTS - 1}" in sent and f"Fact number {IMPORT_MAX_FACTS}\n" not in sent
 
 
 # The model's split ---------------------------------------------------------------------
@@ -359,13 +398,21 @@ def test_a_part_the_model_fails_is_split_line_by_line_and_the_model_is_not_asked
     assert len(import_requests(model_server)) == 2
 
 
-def test_a_fact_the_person_already_has_is_marked_known(user: User, model_server: ModelServer) -> None:
-    make_memory(user, "allergy-1", source="user", category="allergy", summary="You're allergic to peanuts and cashews.")
+def test_a_fact_the_person_already_has_is_marked_known_beside_the_memory_they_keep(
+    user: User, model_server: ModelServer
+) -> None:
+    kept = make_memory(
+        user, "allergy-1", source="user", category="allergy", summary="You're allergic to peanuts and cashews."
+    )
 
     split = import_split(user=user, text=CHATGPT_ANSWER)
 
-    assert [p.known for p in split.proposals].count(True) == 1
-    assert split.proposals[3].known
+    assert [p.mark for p in split.proposals].count(Mark.KNOWN) == 1
+    assert (split.proposals[3].mark, split.proposals[3].kept, split.proposals[3].kept_version) == (
+        Mark.KNOWN,
+        kept.pk,
+        kept.version,
+    )
 
 
 # Saving ----------------------------------------------------------------------------------
@@ -374,7 +421,7 @@ def test_a_fact_the_person_already_has_is_marked_known(user: User, model_server:
 def test_saved_imports_are_the_persons_own_protected_and_neutrally_named(user: User, model_server: ModelServer) -> None:
     proposals = split_lines(CHATGPT_ANSWER).proposals[:10]
 
-    outcome = memories_import(user=user, proposals=proposals)
+    outcome = memories_import(user=user, proposals=proposals, imported_from="chatgpt")
 
     saved = list(Memory.objects.filter(user=user).order_by("pk"))
     assert [m.summary for m in saved] == list(CHATGPT_FACTS[:10])
@@ -384,7 +431,8 @@ def test_saved_imports_are_the_persons_own_protected_and_neutrally_named(user: U
     assert saved[5].content == "You've never raced further than 10k"
     assert [m.pk for m in outcome.saved] == [m.pk for m in saved]
     events = MemoryEvent.objects.filter(user=user)
-    assert [(e.action, e.actor, e.reason) for e in events] == [("created", "user", IMPORT_REASON)] * 10
+    assert [(e.action, e.actor, e.reason) for e in events] == [("created", "user", "imported from ChatGPT")] * 10
+    assert {m.imported_from for m in saved} == {"chatgpt"}
     # One embedding call for all of them.
     [request] = model_server.embedding_requests()
     assert len(request["input"]) == 10
@@ -461,7 +509,7 @@ def test_an_import_that_says_one_allergy_three_ways_beside_the_stored_one_offers
 
     split = import_split(user=user, text=SHELLFISH_LIST)
 
-    assert [(p.known, p.repeats) for p in split.proposals] == [(True, False)] * 3 + [(False, False)]
+    assert [p.mark for p in split.proposals] == [Mark.KNOWN] * 3 + [Mark.NEW]
 
 
 def test_a_list_that_repeats_itself_offers_the_repeats_unticked_and_said_so(
@@ -472,8 +520,12 @@ def test_a_list_that_repeats_itself_offers_the_repeats_unticked_and_said_so(
 
     split = import_split(user=user, text=SHELLFISH_LIST)
 
-    marked = [(p.known, p.repeats) for p in split.proposals]
-    assert marked == [(False, False), (False, True), (False, True), (False, False)]
+    assert [(p.mark, p.earlier) for p in split.proposals] == [
+        (Mark.NEW, None),
+        (Mark.REPEATS, 0),
+        (Mark.REPEATS, 0),
+        (Mark.NEW, None),
+    ]
 
 
 def test_without_embeddings_an_import_still_marks_what_it_says_word_for_word(
@@ -485,4 +537,4 @@ def test_without_embeddings_an_import_still_marks_what_it_says_word_for_word(
 
     split = import_split(user=user, text=SHELLFISH_LIST)
 
-    assert [p.known for p in split.proposals] == [False, True, False, False]
+    assert [p.mark for p in split.proposals] == [Mark.NEW, Mark.KNOWN, Mark.NEW, Mark.NEW]

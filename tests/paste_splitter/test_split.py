@@ -83,7 +83,8 @@ def test_the_longest_summary_is_the_callers_to_say() -> None:
     [
         ("## Safety", "safety", "profile"),
         ("## Constraints", "constraint", "profile"),
-        ("## Health and well-being", "medical", "profile"),
+        ("## Medical conditions", "medical", "profile"),
+        ("## Injuries", "injury", "profile"),
         ("**Calendar**", "schedule", "profile"),
         ("Links:", "reference", "profile"),
         ("## Upcoming", "other", "prospective"),
@@ -98,6 +99,17 @@ def test_a_heading_hints_at_the_category_or_tier_of_what_follows(heading: str, c
     [(_, _, found_category, found_tier)] = facts(f"{heading}\n- Three of them now")
 
     assert (found_category, found_tier) == (category, tier)
+
+
+@pytest.mark.parametrize("heading", ["## Health", "## Health and well-being", "**Health & fitness**", "Wellbeing:"])
+def test_a_heading_as_wide_as_health_files_nothing_as_medical_without_safety_words(heading: str) -> None:
+    found = facts(f"{heading}\n- Prefers metric units\n- Runs three times a week\n- You have mild asthma")
+
+    assert [(summary, category) for summary, _, category, _ in found] == [
+        ("Prefers metric units", "preference"),
+        ("Runs three times a week", "schedule"),
+        ("You have mild asthma", "medical"),
+    ]
 
 
 @pytest.mark.parametrize(
