@@ -153,10 +153,12 @@ def test_a_disk_that_fills_is_named_by_healthz_and_each_save_it_refuses_says_so_
                 sent += 1
                 assert sent < MESSAGES_AT_MOST, "the messages never ran out of room"
             assert answer == (503, MESSAGE_NOT_SAVED)
-            status, page = send(app, session_id, cookie=cookie, htmx=False)
+            # Words of its own too: the first message's words again, while it may still be
+            # unanswered, would be taken for its copy and redirected to, not refused.
+            status, page = send(app, session_id, cookie=cookie, htmx=False, text=f"Run {sent}, from a plain form")
             assert status == 503
             assert f'role="alert">{escape(MESSAGE_NOT_SAVED)}</p>' in page
-            assert f">{TEXT}</textarea>" in page
+            assert f">Run {sent}, from a plain form</textarea>" in page
             # Nothing half-written: each message sent is there, and no other.
             assert rows(database, "SELECT count(*) FROM coach_message WHERE role = 'user'") == sent
 
