@@ -10,4 +10,4 @@ class CoachConfig(AppConfig):
     def ready(self) -> None:
         # Load the Celery app with Django, so every `.delay()` goes to the configured broker.
         # (Not in coach/__init__.py: the run and test commands import coach without Django.)
-        from coach import celery  # noqa: F401
+        from coach.wiring import celery  # noqa: F401

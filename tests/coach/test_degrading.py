@@ -18,10 +18,10 @@ from django.utils import timezone
 
 from accounts.forgetting import account_delete, memory_delete_by_person
 from accounts.models import User
-from coach.localservices import LocalService, start_postgres, start_redis
 from coach.models import ChatSession, Message
 from coach.services import message_post, session_start
 from coach.tasks import summarise_ended_sessions
+from coach.wiring.localservices import LocalService, start_postgres, start_redis
 from emails.models import OutgoingMail
 from emails.outbox import mail_send_due
 from memory.models import Memory

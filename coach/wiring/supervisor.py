@@ -1,7 +1,7 @@
 """The run command: every process of the app, under one supervisor, on this machine.
 
-    python -m coach.supervisor [--port 8000]
-    python -m coach.supervisor --manage createsuperuser
+    python -m coach.wiring.supervisor [--port 8000]
+    python -m coach.wiring.supervisor --manage createsuperuser
 
 Writes development secrets to `.env` the first time, starts PostgreSQL and Redis where
 their URLs are unset (data kept in `.data/`), migrates, then runs the web app (uvicorn,
@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from coach.localservices import LocalService, LocalServiceError, start_missing_services, stop_services
-from coach.run_environment import (
+from coach.wiring.localservices import LocalService, LocalServiceError, start_missing_services, stop_services
+from coach.wiring.run_environment import (
     AlreadyRunning,
     app_is_running,
     ensure_env_file,
@@ -42,7 +42,7 @@ from coach.run_environment import (
 from infra.environment import DEFAULT_OFFLINE_COACH_URL, local_address
 from infra.health import postgres_problem, redis_problem
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+BASE_DIR = Path(__file__).resolve().parents[2]
 DATA_DIR = BASE_DIR / ".data"
 ENV_FILE = BASE_DIR / ".env"
 # The web process cuts its readers after this on stopping (their browsers reconnect), then
@@ -174,7 +174,7 @@ def app_processes(host: str, port: int, data_dir: Path) -> list[ProcessSpec]:
                 python,
                 "-m",
                 "uvicorn",
-                "coach.asgi:application",
+                "coach.wiring.asgi:application",
                 "--host",
                 host,
                 "--port",
@@ -187,7 +187,7 @@ def app_processes(host: str, port: int, data_dir: Path) -> list[ProcessSpec]:
                 WEB_MAX_CONNECTIONS,
             ],
         ),
-        ProcessSpec("worker", [python, "-m", "celery", "-A", "coach", "worker", "--loglevel", "INFO"]),
+        ProcessSpec("worker", [python, "-m", "celery", "-A", "coach.wiring", "worker", "--loglevel", "INFO"]),
         ProcessSpec(
             "beat",
             [
@@ -195,7 +195,7 @@ def app_processes(host: str, port: int, data_dir: Path) -> list[ProcessSpec]:
                 "-m",
                 "celery",
                 "-A",
-                "coach",
+                "coach.wiring",
                 "beat",
                 "--loglevel",
                 "INFO",
@@ -213,7 +213,7 @@ def app_processes(host: str, port: int, data_dir: Path) -> list[ProcessSpec]:
 
 def offline_coach_wanted(env: Mapping[str, str]) -> str | None:
     """Where the offline coach is to serve, when the app talks to it: for the chat (no key
-    and no other server named, as coach/settings.py reads them) or for embeddings alone
+    and no other server named, as coach/wiring/settings.py reads them) or for embeddings alone
     (EMBEDDING_BASE_URL names it, beside a chat server that serves none). None when the app
     talks to other servers only: the offline coach must not take a real server's port."""
     offline = env.get("OFFLINE_COACH_URL") or DEFAULT_OFFLINE_COACH_URL
