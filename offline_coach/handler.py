@@ -3,7 +3,9 @@ never holds up another; connections kept open for their client's next request, a
 OpenAI-compatible server keeps them, and closed when the server stops, so a stopped server
 answers nothing on a client's pooled socket. Streams use chunked transfer encoding, so a
 scripted drop (a stream cut off mid-way) reads as a broken response to the client, not a
-short one. What is answered is the coach's (offline_coach/server.py: ModelServer).
+short one. What is answered is the coach's: whatever has the `Coach` shape below
+(offline_coach/server.py's ModelServer, which starts this server and so imports it; this
+side names only the shape, so the two never import each other).
 """
 
 from __future__ import annotations
@@ -15,17 +17,15 @@ import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 from offline_coach import minilm, wire
+from offline_coach.prefix_cache import PrefixCache
 from offline_coach.prompt import text_of
 from offline_coach.reply import Reply
 from offline_coach.routes import CHAT_PATH, EMBEDDING_MODELS, EMBEDDINGS_PATH, IDENTITY_PATH, MODELS_PATH
-from offline_coach.script import Answer, Drop, Failure, RawStream
-
-if TYPE_CHECKING:
-    from offline_coach.server import ModelServer
+from offline_coach.script import Answer, Drop, Failure, RawStream, Scripted
 
 logger = logging.getLogger(__name__)
 
@@ -33,12 +33,27 @@ READ_TIMEOUT_SECONDS = 30.0
 LISTEN_BACKLOG = 256
 
 
+class Coach(Protocol):
+    """What the HTTP side asks of the coach it serves."""
+
+    prefix_cache: PrefixCache
+    embedding_delay_seconds: float
+
+    def record(self, method: str, path: str, body: dict[str, Any]) -> None: ...
+    def identity(self, challenge: str) -> dict[str, str] | None: ...
+    def served(self, body: dict[str, Any]) -> dict[str, Any] | Failure: ...
+    def answer_for(self, body: dict[str, Any]) -> Scripted: ...
+    def embedding_failure(self) -> Failure | None: ...
+    def raw_embeddings_body(self) -> str | None: ...
+    def embeddings_for(self, texts: list[str], model: str) -> list[list[float]]: ...
+
+
 class CoachHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     # 100+ clients may connect at once; the default backlog of 5 would make some wait.
     request_queue_size = LISTEN_BACKLOG
 
-    def __init__(self, address: tuple[str, int], coach: ModelServer) -> None:
+    def __init__(self, address: tuple[str, int], coach: Coach) -> None:
         super().__init__(address, _Handler)
         self.coach = coach
         # Connections kept open for their client's next request, as an OpenAI-compatible

@@ -79,6 +79,8 @@ INSTALLED_APPS = [
     # A second factor (an authenticator app, with recovery codes): the admin requires it.
     "allauth.mfa",
     "django_htmx",
+    # The wiring itself, to load the Celery app (coach/wiring/apps.py).
+    "coach.wiring",
     "coach",
     "memory",
     "accounts",
