@@ -466,9 +466,10 @@ def test_past_the_open_streams_limit_a_reader_is_refused_with_its_message(
     live_app: str, cookie: str, user: User, model_server: ModelServer, settings
 ) -> None:
     settings.COACH_MAX_OPEN_STREAMS = 2
-    # A reply that outlasts the test however slow the machine: a reply that ended would
-    # close its readers' streams and free their places before the third reader came.
-    model_server.queue_text(LONG_REPLY, chunk_delay_seconds=1.0)
+    # A reply held mid-way until the test is done: a reply that ended would close its
+    # readers' streams and free their places before the third reader came.
+    writing = Pause(after_chunks=1)
+    model_server.queue_text(LONG_REPLY, pause=writing)
     message = post_message(live_app, session_start(user=user), "Plan my week", cookie=cookie)
     held = [_open(reply_url(live_app, message), cookie) for _ in range(2)]
 
@@ -479,6 +480,8 @@ def test_past_the_open_streams_limit_a_reader_is_refused_with_its_message(
     assert refused.value.read().decode() == TOO_MANY_STREAMS
     for response in held:
         response.close()
+    assert writing.reached.wait(timeout=60), "the model was never asked"
+    writing.release.set()
     assert len(model_server.chat_requests()) == 1
     # The person stops the long reply, so the test ends with it rather than waiting it out.
     streams.stop_request(message.pk)
