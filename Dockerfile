@@ -29,4 +29,4 @@ EXPOSE 8000
 # reach the port could then choose the address the per-IP rate limits count. Set it to
 # your proxy's address (docker-compose passes it through).
 ENV FORWARDED_ALLOW_IPS=127.0.0.1
-CMD ["python", "-m", "coach.web_server", "--host", "0.0.0.0", "--port", "8000", "--proxy-headers"]
+CMD ["python", "-m", "coach.wiring.web_server", "--host", "0.0.0.0", "--port", "8000", "--proxy-headers"]

@@ -81,7 +81,7 @@ def free_port() -> int:
 def _production(static_root: str, *, port: int) -> dict[str, str]:
     return {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "coach.settings",
+        "DJANGO_SETTINGS_MODULE": "coach.wiring.settings",
         "DJANGO_DEBUG": "false",
         "STATIC_ROOT": static_root,
         "SECURE_SSL_REDIRECT": "false",
@@ -95,7 +95,16 @@ def _production(static_root: str, *, port: int) -> dict[str, str]:
 
 def _web_process(static_root: str, port: int) -> subprocess.Popen[bytes]:
     process = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "coach.asgi:application", "--port", str(port), "--log-level", "warning"],
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "coach.wiring.asgi:application",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
         env=_production(static_root, port=port),
     )
     deadline = time.monotonic() + 60

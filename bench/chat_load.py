@@ -32,7 +32,7 @@ def web_process(server: ModelServer, port: int) -> subprocess.Popen:
         "OPENAI_BASE_URL": server.base_url,
         "OPENAI_API_KEY": "bench",
         "LOG_LEVEL": "WARNING",
-        "DJANGO_SETTINGS_MODULE": "coach.settings",
+        "DJANGO_SETTINGS_MODULE": "coach.wiring.settings",
         # As production runs: no debug query log, no debug templates. Plain HTTP here,
         # where production sits behind TLS.
         "DJANGO_DEBUG": "false",
@@ -49,7 +49,16 @@ def web_process(server: ModelServer, port: int) -> subprocess.Popen:
         "SHUTDOWN_GRACE_SECONDS": "1",
     }
     process = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "coach.asgi:application", "--port", str(port), "--log-level", "warning"],
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "coach.wiring.asgi:application",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
         env=env,
     )
     _wait_until_up(f"http://127.0.0.1:{port}/healthz")

@@ -33,7 +33,7 @@ from psycopg import Cursor  # noqa: E402
 
 from bench.queries import QueryCounter  # noqa: E402
 from bench.stores import copy_people  # noqa: E402
-from coach.celery import app  # noqa: E402
+from coach.wiring.celery import app  # noqa: E402
 from emails.planning import emails_hand_out, nudges_plan  # noqa: E402
 from emails.schedule import local_time  # noqa: E402
 from emails.tasks import hand_out_emails, send_email  # noqa: E402

@@ -29,7 +29,7 @@ from accounts.models import User
 from bench.chat_load import _cpu_seconds, _follow_in_own_process, _wait_until_up
 from bench.chat_people import REPLY, STREAM_SECONDS
 from coach.services import session_start
-from coach.supervisor import app_processes
+from coach.wiring.supervisor import app_processes
 from infra.redis import redis_sync
 from offline_coach import ModelServer
 
@@ -114,7 +114,7 @@ def _production_env(server: ModelServer) -> dict[str, str]:
         "OPENAI_BASE_URL": server.base_url,
         "OPENAI_API_KEY": "bench",
         "LOG_LEVEL": "WARNING",
-        "DJANGO_SETTINGS_MODULE": "coach.settings",
+        "DJANGO_SETTINGS_MODULE": "coach.wiring.settings",
         "DJANGO_DEBUG": "false",
         "SECURE_SSL_REDIRECT": "false",
         "ALLOWED_HOSTS": "127.0.0.1,localhost",

@@ -57,7 +57,16 @@ def main() -> None:
 
     coach = subprocess.Popen([sys.executable, "-m", "offline_coach", "--port", str(coach_port)], env=os.environ)
     web = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "coach.asgi:application", "--port", str(web_port), "--log-level", "warning"],
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "coach.wiring.asgi:application",
+            "--port",
+            str(web_port),
+            "--log-level",
+            "warning",
+        ],
         env=os.environ,
     )
     try:

@@ -12,7 +12,7 @@ from cryptography.fernet import Fernet
 def django_for_benchmarks() -> None:
     if not os.environ.get("DATABASE_URL") or not os.environ.get("REDIS_URL"):
         sys.exit("run benchmarks with bin/bench, which starts a throwaway PostgreSQL and Redis")
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "coach.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "coach.wiring.settings")
     os.environ.setdefault("DJANGO_DEBUG", "true")
     os.environ.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(50))
     os.environ.setdefault("FIELD_ENCRYPTION_KEYS", Fernet.generate_key().decode())
@@ -25,6 +25,6 @@ def django_for_benchmarks() -> None:
     django.setup()
     from infra.startup import url_resolvers_filled
 
-    # As the web process does at startup (coach/asgi.py): benchmarks measure the app as served.
+    # As the web process does at startup (coach/wiring/asgi.py): benchmarks measure the app as served.
     url_resolvers_filled()
     call_command("migrate", verbosity=0)

@@ -3,7 +3,7 @@
 A turn starts when its message is posted, whether or not a browser ever listens, and must
 not depend on the request that posted it: a request's loop (the test client's, or a sync
 view's) may end with the request. Under the ASGI server, turns run on the server's own
-loop, adopted at startup (coach/asgi.py): the turn and the readers following it then
+loop, adopted at startup (coach/wiring/asgi.py): the turn and the readers following it then
 share one loop, and a piece written wakes its readers here without crossing threads.
 Anywhere else (a server without the lifespan protocol, a worker, the test client) they
 run on a loop of their own in a thread. Either way they report through Redis

@@ -248,9 +248,10 @@ def prompt_tokens_counted(messages: list[dict[str, Any]]) -> int | None:
     return prompt if isinstance(prompt, int) else None
 
 
-def embed(texts: list[str]) -> list[Embedding]:
+def embed(texts: list[str], *, within_seconds: float | None = None) -> list[Embedding]:
     """One embedding per text, in order, from EMBEDDING_MODEL, within EMBEDDING_TIMEOUT_SECONDS
-    retries included: past it, an LLMError that says so (retryable)."""
+    retries included (or `within_seconds`, for a batch job no person waits on): past it, an
+    LLMError that says so (retryable)."""
     if not texts:
         return []
     model = settings.EMBEDDING_MODEL
@@ -258,7 +259,10 @@ def embed(texts: list[str]) -> list[Embedding]:
     # The SDK's documented low-level request, as for the chat: the answer as plain JSON,
     # without a model object built for it. base64 (compact float32) is asked for; the
     # decoding is infra/embedding_vectors.py's, which also takes the floats some servers send.
-    response = _embeddings_answered({"model": model, "input": texts, "encoding_format": "base64"})
+    response = _embeddings_answered(
+        {"model": model, "input": texts, "encoding_format": "base64"},
+        seconds=settings.EMBEDDING_TIMEOUT_SECONDS if within_seconds is None else within_seconds,
+    )
     data = response.get("data") if isinstance(response, dict) else None
     items = [item if isinstance(item, dict) else {} for item in data] if isinstance(data, list) else []
     if all(isinstance(item.get("index"), int) for item in items):
@@ -274,11 +278,10 @@ def embed(texts: list[str]) -> list[Embedding]:
     return [Embedding(vector=vector, model=model) for vector in vectors]
 
 
-def _embeddings_answered(body: dict[str, Any]) -> object:
+def _embeddings_answered(body: dict[str, Any], *, seconds: float) -> object:
     """The embeddings server's answer to `body`, asked again after a failure that may pass,
     all within one deadline: the SDK's timeout is per try, and its retries would each get
     the whole of it (a server that hangs held a chat turn for its own 120 s deadline)."""
-    seconds = settings.EMBEDDING_TIMEOUT_SECONDS
     deadline = time.monotonic() + seconds
     for pause in (*EMBEDDING_RETRY_PAUSES_SECONDS[: settings.LLM_MAX_RETRIES], None):
         left = max(deadline - time.monotonic(), 0.001)

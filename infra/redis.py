@@ -5,7 +5,7 @@ sync client per process; both on REDIS_URL, with short timeouts, so a Redis that
 answer fails a call in seconds rather than hanging it.
 
 The async pool is sized for the connections the web process takes at once
-(WEB_MAX_CONNECTIONS, its server's limit too: coach/web_server.py): each may be a reader
+(WEB_MAX_CONNECTIONS, its server's limit too: coach/wiring/web_server.py): each may be a reader
 blocked on its reply's stream while the turn it started writes that reply, so a reply is
 never unstreamed for want of the app's own connections (redis-py's default is 100).
 """

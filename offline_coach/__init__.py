@@ -9,6 +9,7 @@ tests that need exact control, from a bag of words (`bag_of_words_embedding`).
 from __future__ import annotations
 
 from offline_coach.bag_of_words import bag_of_words_embedding
+from offline_coach.script import Pause
 from offline_coach.server import ModelServer
 
-__all__ = ["ModelServer", "bag_of_words_embedding"]
+__all__ = ["ModelServer", "Pause", "bag_of_words_embedding"]

@@ -3,7 +3,9 @@ never holds up another; connections kept open for their client's next request, a
 OpenAI-compatible server keeps them, and closed when the server stops, so a stopped server
 answers nothing on a client's pooled socket. Streams use chunked transfer encoding, so a
 scripted drop (a stream cut off mid-way) reads as a broken response to the client, not a
-short one. What is answered is the coach's (offline_coach/server.py: ModelServer).
+short one. What is answered is the coach's: whatever has the `Coach` shape below
+(offline_coach/server.py's ModelServer, which starts this server and so imports it; this
+side names only the shape, so the two never import each other).
 """
 
 from __future__ import annotations
@@ -15,22 +17,36 @@ import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 from offline_coach import minilm, wire
+from offline_coach.prefix_cache import PrefixCache
 from offline_coach.prompt import text_of
 from offline_coach.reply import Reply
 from offline_coach.routes import CHAT_PATH, EMBEDDING_MODELS, EMBEDDINGS_PATH, IDENTITY_PATH, MODELS_PATH
-from offline_coach.script import Answer, Drop, Failure, RawStream
-
-if TYPE_CHECKING:
-    from offline_coach.server import ModelServer
+from offline_coach.script import Answer, Drop, Failure, Pause, RawStream, Scripted
 
 logger = logging.getLogger(__name__)
 
 READ_TIMEOUT_SECONDS = 30.0
 LISTEN_BACKLOG = 256
+PAUSE_LIMIT_SECONDS = 600.0
+
+
+class Coach(Protocol):
+    """What the HTTP side asks of the coach it serves."""
+
+    prefix_cache: PrefixCache
+    embedding_delay_seconds: float
+
+    def record(self, method: str, path: str, body: dict[str, Any]) -> None: ...
+    def identity(self, challenge: str) -> dict[str, str] | None: ...
+    def served(self, body: dict[str, Any]) -> dict[str, Any] | Failure: ...
+    def answer_for(self, body: dict[str, Any]) -> Scripted: ...
+    def embedding_failure(self) -> Failure | None: ...
+    def raw_embeddings_body(self) -> str | None: ...
+    def embeddings_for(self, texts: list[str], model: str) -> list[list[float]]: ...
 
 
 class CoachHTTPServer(ThreadingHTTPServer):
@@ -38,7 +54,7 @@ class CoachHTTPServer(ThreadingHTTPServer):
     # 100+ clients may connect at once; the default backlog of 5 would make some wait.
     request_queue_size = LISTEN_BACKLOG
 
-    def __init__(self, address: tuple[str, int], coach: ModelServer) -> None:
+    def __init__(self, address: tuple[str, int], coach: Coach) -> None:
         super().__init__(address, _Handler)
         self.coach = coach
         # Connections kept open for their client's next request, as an OpenAI-compatible
@@ -164,7 +180,7 @@ class _Handler(BaseHTTPRequestHandler):
                         time.sleep(chunk_delay_seconds)
                     self._send_event(event)
                 self.wfile.write(b"0\r\n\r\n")
-            case Answer(reply, delay_seconds, chunk_delay_seconds):
+            case Answer(reply, delay_seconds, chunk_delay_seconds, pause):
                 time.sleep(delay_seconds)
                 sent = wire.request_tokens(body, text_of)
                 prompt_tokens, cached = len(sent), self.server.coach.prefix_cache.read(sent)
@@ -174,13 +190,22 @@ class _Handler(BaseHTTPRequestHandler):
                         reply,
                         model=model,
                         chunk_delay_seconds=chunk_delay_seconds,
+                        pause=pause,
                         usage=(prompt_tokens, cached) if include_usage else None,
                     )
                 else:
                     completion = wire.completion(reply, model=model, prompt_tokens=prompt_tokens, cached_tokens=cached)
                     self._send_json(200, completion)
 
-    def _stream(self, reply: Reply, *, model: str, chunk_delay_seconds: float, usage: tuple[int, int] | None) -> None:
+    def _stream(
+        self,
+        reply: Reply,
+        *,
+        model: str,
+        chunk_delay_seconds: float,
+        pause: Pause | None,
+        usage: tuple[int, int] | None,
+    ) -> None:
         writer = wire.ChunkWriter(model=model)
         chunks = [
             writer.opening(reply),
@@ -195,6 +220,8 @@ class _Handler(BaseHTTPRequestHandler):
         for index, chunk in enumerate(chunks):
             if index and chunk_delay_seconds:
                 time.sleep(chunk_delay_seconds)
+            if pause is not None and index == pause.after_chunks:
+                self._hold(pause)
             self._send_event(json.dumps(chunk))
         self._send_event("[DONE]")
         self.wfile.write(b"0\r\n\r\n")
@@ -293,6 +320,19 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _start_event_stream(self, *, keep_open: bool = True) -> None:
         self._send_head(200, "text/event-stream; charset=utf-8", keep_open=keep_open)
+
+    def _hold(self, pause: Pause) -> None:
+        """Wait for the test to release the stream, saying every second that it is alive, as
+        providers do with SSE comments (which clients skip): a held stream is a model still
+        writing, not one whose connection went quiet past the client's read timeout."""
+        pause.reached.set()
+        # Bounded only so a test that never releases leaves no thread behind for good.
+        for _ in range(int(PAUSE_LIMIT_SECONDS)):
+            if pause.release.wait(1.0):
+                return
+            comment = b": held\n"
+            self.wfile.write(f"{len(comment):X}\r\n".encode() + comment + b"\r\n")
+            self.wfile.flush()
 
     def _send_event(self, data: str) -> None:
         event = f"data: {data}\n\n".encode()

@@ -5,19 +5,32 @@ from __future__ import annotations
 import copy
 import threading
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from offline_coach.reply import Reply
 
 
+@dataclass(frozen=True, eq=False)
+class Pause:
+    """A test's hold on a scripted stream: once `after_chunks` chunks are sent, `reached` is
+    set and the rest waits for `release`. The reply is then being written for exactly as
+    long as the test needs, however slow the machine: no clock decides it."""
+
+    after_chunks: int = 2
+    reached: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+
+
 @dataclass(frozen=True)
 class Answer:
-    """A scripted reply, after `delay_seconds`, streamed with `chunk_delay_seconds` between chunks."""
+    """A scripted reply, after `delay_seconds`, streamed with `chunk_delay_seconds` between
+    chunks, and held mid-way by `pause` if one is given."""
 
     reply: Reply
     delay_seconds: float = 0.0
     chunk_delay_seconds: float = 0.0
+    pause: Pause | None = None
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from offline_coach.prompt import system_text
 from offline_coach.quirks import as_served, checked
 from offline_coach.reply import Reply, ToolCall
 from offline_coach.routes import CHAT_PATH, EMBEDDINGS_PATH
-from offline_coach.script import Answer, Drop, Failure, RawStream, RecordedRequest, Script, Scripted
+from offline_coach.script import Answer, Drop, Failure, Pause, RawStream, RecordedRequest, Script, Scripted
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +73,9 @@ class ModelServer:
         self._script = Script()
         # What it answered lately, to say what a prefix-caching server would read from cache.
         self.prefix_cache = PrefixCache()
+        # Pauses handed out, let go at reset: a test that ends without releasing its own
+        # leaves no stream of this long-lived server waiting.
+        self._pauses: list[Pause] = []
         self._httpd: CoachHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -121,13 +124,22 @@ class ModelServer:
     # Scripting -----------------------------------------------------------------------
 
     def reset(self) -> None:
-        """Forget queued answers, embedding overrides, recorded requests and cached prefixes."""
+        """Forget queued answers, embedding overrides, recorded requests and cached prefixes,
+        and let every paused stream go on."""
         self._script.clear()
         self.prefix_cache.forget()
+        for pause in self._pauses:
+            pause.release.set()
+        self._pauses.clear()
 
-    def queue_text(self, text: str, *, delay_seconds: float = 0.0, chunk_delay_seconds: float = 0.0) -> None:
-        """The next chat completion answers `text`, after `delay_seconds`, streamed with `chunk_delay_seconds`."""
-        self._queue(Answer(Reply(text=text), delay_seconds, chunk_delay_seconds))
+    def queue_text(
+        self, text: str, *, delay_seconds: float = 0.0, chunk_delay_seconds: float = 0.0, pause: Pause | None = None
+    ) -> None:
+        """The next chat completion answers `text`, after `delay_seconds`, streamed with
+        `chunk_delay_seconds`, and held mid-way by `pause` if one is given."""
+        if pause is not None:
+            self._pauses.append(pause)
+        self._queue(Answer(Reply(text=text), delay_seconds, chunk_delay_seconds, pause))
 
     def queue_tool_calls(
         self, calls: list[tuple[str, dict[str, Any] | str]], *, text: str | None = None, delay_seconds: float = 0.0

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 import uvicorn
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 
-from coach.asgi import application
+from coach.wiring.asgi import application
 from tests.processes import free_port
 
 START_TIMEOUT_SECONDS = 10

@@ -127,7 +127,7 @@ def live_app(transactional_db: None) -> Iterator[str]:
 def celery_eager() -> Iterator[None]:
     """Tasks run in the test's own thread when enqueued (for tests about what a task does;
     the tests about delivery run a real worker against Redis instead)."""
-    from coach.celery import app
+    from coach.wiring.celery import app
 
     app.conf.task_always_eager = True
     app.conf.task_eager_propagates = True
@@ -155,7 +155,7 @@ def celery_worker(transactional_db: None) -> Iterator[WorkController]:
     own connections, hence transactional_db: what a test writes must be committed."""
     from celery.contrib.testing.worker import start_worker
 
-    from coach.celery import app
+    from coach.wiring.celery import app
 
     # Whatever an earlier test left in the queue is not this test's business.
     app.control.purge()

@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 # The least a production-mode process needs in its environment (keys made fresh per run).
 PRODUCTION = {
-    "DJANGO_SETTINGS_MODULE": "coach.settings",
+    "DJANGO_SETTINGS_MODULE": "coach.wiring.settings",
     "DJANGO_DEBUG": "false",
     "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
     "FIELD_ENCRYPTION_KEYS": Fernet.generate_key().decode(),
@@ -81,7 +81,7 @@ def app_process(env: dict[str, str], *, uvicorn_args: list[str] = ()) -> Iterato
             sys.executable,
             "-m",
             "uvicorn",
-            "coach.asgi:application",
+            "coach.wiring.asgi:application",
             *_without_address(uvicorn_args),
             "--host",
             "127.0.0.1",
@@ -91,7 +91,7 @@ def app_process(env: dict[str, str], *, uvicorn_args: list[str] = ()) -> Iterato
             "warning",
         ],
         cwd=REPO,
-        env={**os.environ, "DJANGO_SETTINGS_MODULE": "coach.settings", **env},
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "coach.wiring.settings", **env},
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -117,6 +117,6 @@ def _without_address(args: list[str]) -> list[str]:
             skip = False
         elif arg in ("--host", "--port"):
             skip = True
-        elif arg not in ("uvicorn", "coach.asgi:application"):
+        elif arg not in ("uvicorn", "coach.wiring.asgi:application"):
             kept.append(arg)
     return kept

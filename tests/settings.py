@@ -22,8 +22,8 @@ os.environ.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(50))
 os.environ.setdefault("FIELD_ENCRYPTION_KEYS", Fernet.generate_key().decode())
 os.environ.setdefault("FIELD_LOOKUP_KEY", secrets.token_urlsafe(48))
 
-from coach.settings import *  # noqa: E402, F403 (its environment is set above)
-from coach.settings import CACHES, REDIS_URL  # noqa: E402
+from coach.wiring.settings import *  # noqa: E402, F403 (its environment is set above)
+from coach.wiring.settings import CACHES, REDIS_URL  # noqa: E402
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 

@@ -14,4 +14,4 @@ os.environ.setdefault("DJANGO_DEBUG", "true")
 os.environ.setdefault("DATABASE_URL", "postgres://type-check@127.0.0.1:1/type-check")
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:1/0")
 
-from coach.settings import *  # noqa: F403 (the real settings, their environment set above)
+from coach.wiring.settings import *  # noqa: F403 (the real settings, their environment set above)

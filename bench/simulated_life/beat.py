@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from celery.schedules import crontab
 from django.conf import settings
 
-from coach.celery import app
+from coach.wiring.celery import app
 
 
 @dataclass(frozen=True)

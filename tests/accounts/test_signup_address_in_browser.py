@@ -11,7 +11,7 @@ from django.core import mail
 from playwright.sync_api import Page, expect
 
 from emails.outbox import mail_send_due
-from tests.coach.test_settings import run_django
+from tests.coach.wiring.test_settings import run_django
 from tests.conftest import PASSWORD
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -13,7 +13,7 @@ from playwright.sync_api import Browser, Page, expect
 from accounts.models import User
 from coach.models import ChatSession, Message
 from memory.models import Memory
-from offline_coach import ModelServer
+from offline_coach import ModelServer, Pause
 from tests.coach.factories import TALK_SAVE
 from tests.coach.test_chat_in_browser import log_in, send
 from tests.coach.test_turn import wait_for
@@ -61,12 +61,15 @@ def test_regenerate_streams_a_new_answer_keeps_the_first_a_page_back_and_its_mem
     )
     reply, cue = page.locator(".from-coach").last, page.locator(".memory-cue")
 
-    model_server.queue_text("Break a leg in June: start with the outline.", chunk_delay_seconds=0.1)
+    # Held after its first words, so Regenerate is seen hidden while the answer is written.
+    writing = Pause(after_chunks=4)
+    model_server.queue_text("Break a leg in June: start with the outline.", pause=writing)
     before = len(model_server.chat_requests())
     page.get_by_role("button", name="Regenerate").click()
 
     expect(reply).to_contain_text("Break a leg")
     expect(page.get_by_role("button", name="Regenerate")).to_be_hidden()  # while it is written
+    writing.release.set()
     expect(reply).to_have_text("Break a leg in June: start with the outline.")
     pager = page.get_by_role("navigation", name="Answers to this message")
     expect(pager).to_contain_text("2 / 2")

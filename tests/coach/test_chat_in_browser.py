@@ -11,7 +11,7 @@ from playwright.sync_api import Page, expect
 from accounts.models import User
 from coach.models import Message
 from emails.outbox import mail_send_due
-from offline_coach import ModelServer
+from offline_coach import ModelServer, Pause
 from tests.conftest import PASSWORD
 from tests.providers.replay import stream_events
 
@@ -54,11 +54,14 @@ def test_a_new_person_is_remembered_from_onboarding_to_a_new_session(
     page.get_by_role("button", name="Start coaching").click()
     expect(page.get_by_role("heading", name="Your coach")).to_be_visible()
 
-    model_server.queue_text("Good to meet you. Let's build a plan around your left shoulder.", chunk_delay_seconds=0.1)
+    # Held after its first words, so Send is seen disabled while the reply is written.
+    writing = Pause(after_chunks=4)
+    model_server.queue_text("Good to meet you. Let's build a plan around your left shoulder.", pause=writing)
     send(page, "Can you plan my first week?")
     reply = page.locator(".from-coach").last
-    expect(reply).to_contain_text("Good to meet you")
+    expect(reply).to_contain_text("Good to meet")
     expect(page.locator("#send-button")).to_be_disabled()
+    writing.release.set()
     expect(reply).to_have_text("Good to meet you. Let's build a plan around your left shoulder.")
     expect(page.locator("#send-button")).to_be_enabled()
 

@@ -7,7 +7,7 @@ import pytest
 from django.test import Client
 from playwright.sync_api import Page, expect
 
-from offline_coach import ModelServer
+from offline_coach import ModelServer, Pause
 from tests.coach.factories import make_session
 from tests.coach.test_chat_in_browser import send
 from tests.conftest import make_user
@@ -49,7 +49,8 @@ def test_stop_looks_like_the_button_it_is(page: Page, live_app: str, model_serve
     page.context.add_cookies([{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_app}])
     page.goto(live_app + "/chat/new")
 
-    model_server.queue_text("A long answer. " * 20, chunk_delay_seconds=0.2)
+    # Held after its first words: Stop is there to look at for as long as the test looks.
+    model_server.queue_text("A long answer. " * 20, pause=Pause(after_chunks=2))
     send(page, "Hello")
     stop = page.get_by_role("button", name="Stop")
     expect(stop).to_be_visible()

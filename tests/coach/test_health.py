@@ -7,7 +7,7 @@ import psycopg
 import pytest
 from django.test import Client
 
-from coach.localservices import start_postgres
+from coach.wiring.localservices import start_postgres
 from tests.coach.test_degrading import frozen
 from tests.processes import app_process, get_json, uvicorn_app
 

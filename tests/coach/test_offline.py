@@ -5,6 +5,7 @@ Everything is driven over real HTTP with the openai SDK, the way the app talks t
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import itertools
 import json
@@ -22,7 +23,8 @@ from collections.abc import Iterator
 import openai
 import pytest
 
-from offline_coach import ModelServer, bag_of_words_embedding
+from infra import llm
+from offline_coach import ModelServer, Pause, bag_of_words_embedding
 from tests.processes import REPO, free_port, get_json, wait_until_answers
 
 MESSAGES = [{"role": "system", "content": "# Coach\nToday: 2025-03-10"}, {"role": "user", "content": "hello"}]
@@ -407,10 +409,45 @@ def test_a_stopped_server_no_longer_answers() -> None:
         client.models.list()
 
 
+def test_a_held_stream_sends_its_first_words_then_waits_alive_past_the_apps_read_timeout(
+    model_server: ModelServer, settings
+) -> None:
+    settings.LLM_TIMEOUT_SECONDS = 1.5
+    held = Pause(after_chunks=2)
+    model_server.queue_text("one two three four", pause=held)
+
+    async def read() -> list[str]:
+        pieces = []
+        async for piece in llm.stream_chat(MESSAGES):
+            if isinstance(piece, llm.TextDelta):
+                pieces.append(piece.text)
+                if len(pieces) == 1:
+                    # Held while the next read waits, for twice the read timeout: the comments
+                    # it sends keep the stream alive.
+                    threading.Timer(3, held.release.set).start()
+        return pieces
+
+    assert asyncio.run(read()) == ["one ", "two ", "three ", "four"]
+
+
+def test_a_reset_lets_a_held_stream_go_on(server: ModelServer, client: openai.OpenAI) -> None:
+    held = Pause(after_chunks=1)
+    server.queue_text("one two", pause=held)
+    stream = client.chat.completions.create(model="offline-coach", messages=MESSAGES, stream=True)
+    assert held.reached.wait(timeout=30)
+
+    server.reset()
+
+    assert streamed_text(stream) == ["one ", "two"]
+
+
 def test_a_hundred_delayed_streams_are_served_concurrently(client: openai.OpenAI, server: ModelServer) -> None:
     count = 100
-    for number in range(count):
-        server.queue_text(f"answer {number}", delay_seconds=1.0)
+    # Each answer is held before its first word until all of them have begun: served one
+    # after another, the second would never begin while the first is held.
+    pauses = [Pause(after_chunks=0) for _ in range(count)]
+    for number, pause in enumerate(pauses):
+        server.queue_text(f"answer {number}", pause=pause)
     answers: list[str] = []
     lock = threading.Lock()
 
@@ -420,14 +457,17 @@ def test_a_hundred_delayed_streams_are_served_concurrently(client: openai.OpenAI
         with lock:
             answers.append(text)
 
-    started = time.monotonic()
     threads = [threading.Thread(target=ask) for _ in range(count)]
     for thread in threads:
         thread.start()
+    given_up_at = time.monotonic() + 60
+    begun = sum(pause.reached.wait(timeout=max(0.0, given_up_at - time.monotonic())) for pause in pauses)
+    for pause in pauses:
+        pause.release.set()
     for thread in threads:
         thread.join()
 
-    assert time.monotonic() - started < 10, "one after another they would take 100 s"
+    assert begun == count, f"only {begun} of {count} streams were being served at once"
     assert sorted(answers) == sorted(f"answer {number}" for number in range(count))
 
 

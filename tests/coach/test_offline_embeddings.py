@@ -14,6 +14,8 @@ from django.core.management import call_command
 
 from accounts.models import User
 from coach.services import message_post, session_start
+from infra import llm
+from infra.llm import LLMError
 from memory.maintenance import memories_reembed
 from memory.models import Memory, MemoryEvent
 from memory.tools import ToolContext, run_tool
@@ -225,6 +227,23 @@ def test_calibration_on_the_shipped_pairs_recommends_the_shipped_threshold(seman
     # The different facts of one theme in other words (a climbing trip and a finger injury,
     # two allergies, two talks in different months): meaning alone flags some, the rule none.
     assert "and 0 of 40 different facts of one theme" in printed
+
+
+def test_calibration_waits_for_a_server_slower_than_a_chat_turns_embedding_deadline(
+    model_server: ModelServer, settings
+) -> None:
+    # A batch of 64 texts on a busy machine can take longer than a turn may wait for one
+    # embedding; the calibration is a batch a person starts and waits for, so it waits too.
+    settings.EMBEDDING_TIMEOUT_SECONDS = 0.3
+    with ModelServer(embedding_delay_seconds=0.6) as slow:
+        settings.OPENAI_BASE_URL = slow.base_url
+        with pytest.raises(LLMError, match=r"within 0\.3 s"):
+            llm.embed(["Runs with her club on Saturdays"])
+        out = io.StringIO()
+
+        call_command("calibrate_dedup", stdout=out)
+
+    assert "252 pairs" in out.getvalue() and "bag-of-words" in out.getvalue()
 
 
 def test_after_the_embedding_model_changes_a_save_that_repeats_a_fact_is_still_flagged(

@@ -15,7 +15,7 @@ import pytest
 from django.test import Client
 
 from accounts.models import User
-from coach.web_server import web_server_argv
+from coach.wiring.web_server import web_server_argv
 from tests.accounts.staff import signed_in_just_now
 from tests.coach.factories import make_session
 from tests.memory.factories import make_memory
@@ -25,10 +25,10 @@ SIXTY_MB = 60 * 1024 * 1024
 
 
 def shipped_uvicorn_args() -> list[str]:
-    """The uvicorn command line the Dockerfile's web command runs (coach/web_server.py)."""
+    """The uvicorn command line the Dockerfile's web command runs (coach/wiring/web_server.py)."""
     line = next(line for line in (REPO / "Dockerfile").read_text().splitlines() if line.startswith("CMD "))
     command = json.loads(line.removeprefix("CMD "))
-    assert command[:3] == ["python", "-m", "coach.web_server"]
+    assert command[:3] == ["python", "-m", "coach.wiring.web_server"]
     argv = web_server_argv(*command[3:])
     return argv[argv.index("uvicorn") :]
 

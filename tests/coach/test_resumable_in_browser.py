@@ -11,7 +11,7 @@ from playwright.sync_api import Browser, Page, expect
 from accounts.models import User
 from coach.models import Message
 from memory.models import Memory
-from offline_coach import ModelServer
+from offline_coach import ModelServer, Pause
 from tests.coach.factories import TALK_SAVE
 from tests.coach.test_chat_in_browser import log_in, send
 
@@ -27,7 +27,9 @@ def test_without_javascript_the_page_refreshes_until_the_reply_is_there(
     try:
         page = context.new_page()
         log_in(page, live_app, user)
-        model_server.queue_text("Here is your week.", delay_seconds=4.0)
+        # Held before its first word until the page has said so, however slow the machine.
+        thinking = Pause(after_chunks=0)
+        model_server.queue_text("Here is your week.", pause=thinking)
         loads: list[str] = []
         page.on("load", lambda loaded: loads.append(loaded.url))
 
@@ -36,6 +38,7 @@ def test_without_javascript_the_page_refreshes_until_the_reply_is_there(
 
         # Playwright's text queries skip <noscript>; the page's own HTML is what Chromium shows.
         assert "Your coach is answering. This page refreshes by itself" in page.content()
+        thinking.release.set()
         expect(page.locator(".from-coach")).to_have_text("Here is your week.", timeout=15_000)
         assert len(loads) >= 2, "the reply came by the page refreshing itself"
         expect(page.locator(".from-person")).to_have_text(["Plan my week"])
@@ -47,13 +50,16 @@ def test_a_reload_mid_reply_shows_the_words_so_far_at_once_and_the_reply_goes_on
     page: Page, live_app: str, user: User, model_server: ModelServer
 ) -> None:
     log_in(page, live_app, user)
-    model_server.queue_text(LONG_REPLY, chunk_delay_seconds=0.1)
+    # Held after word6 until the reload: the words so far are all the page can show.
+    writing = Pause(after_chunks=8)
+    model_server.queue_text(LONG_REPLY, pause=writing)
     send(page, "Plan my week")
     expect(page.locator(".from-coach").last).to_contain_text("word5")
 
     page.reload()
 
-    expect(page.locator(".from-coach").last).to_contain_text("word5", timeout=1_000)
+    expect(page.locator(".from-coach").last).to_contain_text("word5")
+    writing.release.set()
     expect(page.locator(".from-coach").last).to_have_text(LONG_REPLY, timeout=20_000)
     assert len(model_server.chat_requests()) == 1
 
@@ -62,14 +68,16 @@ def test_a_second_tab_follows_the_same_reply_and_sees_what_the_first_sends(
     page: Page, live_app: str, user: User, model_server: ModelServer
 ) -> None:
     log_in(page, live_app, user)
-    model_server.queue_text(LONG_REPLY, chunk_delay_seconds=0.1)
+    writing = Pause(after_chunks=8)
+    model_server.queue_text(LONG_REPLY, pause=writing)
     send(page, "Plan my week")
     expect(page.locator(".from-coach").last).to_contain_text("word5")
 
     other = page.context.new_page()
     other.goto(page.url)
 
-    expect(other.locator(".from-coach").last).to_contain_text("word5", timeout=1_000)
+    expect(other.locator(".from-coach").last).to_contain_text("word5")
+    writing.release.set()
     expect(other.locator(".from-coach").last).to_have_text(LONG_REPLY, timeout=20_000)
     expect(page.locator(".from-coach").last).to_have_text(LONG_REPLY)
 
@@ -86,7 +94,9 @@ def test_stop_keeps_what_was_written_and_enter_says_why_it_cannot_send_meanwhile
     page: Page, live_app: str, user: User, model_server: ModelServer
 ) -> None:
     log_in(page, live_app, user)
-    model_server.queue_text(LONG_REPLY, chunk_delay_seconds=0.1)
+    # Held after word3: the reply is still being written when Stop is pressed.
+    writing = Pause(after_chunks=5)
+    model_server.queue_text(LONG_REPLY, pause=writing)
     send(page, "Plan my week")
     reply = page.locator(".from-coach").last
     expect(reply).to_contain_text("word3")
@@ -94,7 +104,10 @@ def test_stop_keeps_what_was_written_and_enter_says_why_it_cannot_send_meanwhile
     page.get_by_label("Message").fill("One more thing")
     page.get_by_label("Message").press("Enter")
     expect(page.locator("#composer-hint")).to_contain_text("Enter can't send yet: your coach is still answering")
-    page.get_by_role("button", name="Stop").click()
+    with page.expect_response(lambda response: response.url.endswith("/stop")):
+        page.get_by_role("button", name="Stop").click()
+    # The Stop is in: the model's next words are where the turn hears it.
+    writing.release.set()
 
     expect(reply).to_contain_text("You stopped this reply.")
     expect(page.locator("#send-button")).to_be_enabled()
@@ -112,7 +125,8 @@ def test_a_memory_saved_mid_reply_is_a_quiet_cue_and_undo_takes_it_back(
     model_server.queue_tool_calls([("save_memory", TALK_SAVE)])
     # Still writing while the new conversation's page loads, as a real model would be: the
     # page follows a reply being written (its cues with it), and shows a finished one whole.
-    model_server.queue_text("Good luck with the talk.", chunk_delay_seconds=0.3)
+    writing = Pause(after_chunks=1)
+    model_server.queue_text("Good luck with the talk.", pause=writing)
 
     send(page, "I'm giving a talk in June")
 
@@ -120,6 +134,7 @@ def test_a_memory_saved_mid_reply_is_a_quiet_cue_and_undo_takes_it_back(
     expect(cue).to_contain_text("Saved to memory: Giving a talk in June")
     memory = Memory.objects.get(user=user)
     expect(cue.get_by_role("link", name="View")).to_have_attribute("href", f"/memories/{memory.pk}/")
+    writing.release.set()
     expect(page.locator(".from-coach").last).to_have_text("Good luck with the talk.")
 
     cue.get_by_role("button", name="Undo").click()
@@ -210,10 +225,13 @@ def test_a_model_slow_to_start_is_shown_as_still_thinking_until_its_words_come(
 ) -> None:
     settings.LLM_TIMEOUT_SECONDS = 20
     log_in(page, live_app, user)
-    model_server.queue_text("Here is your week.", delay_seconds=8)
+    # Held before its first word until the page says it is still thinking.
+    thinking = Pause(after_chunks=0)
+    model_server.queue_text("Here is your week.", pause=thinking)
 
     send(page, "Plan my week")
 
-    expect(page.locator(".from-coach .thinking")).to_have_text("Still thinking…", timeout=10_000)
+    expect(page.locator(".from-coach .thinking")).to_have_text("Still thinking…", timeout=15_000)
+    thinking.release.set()
     expect(page.locator(".from-coach").last).to_have_text("Here is your week.", timeout=15_000)
     expect(page.locator(".thinking")).to_have_count(0)

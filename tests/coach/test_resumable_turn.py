@@ -23,7 +23,7 @@ from coach.models import ChatSession, Message
 from coach.services import message_post, session_start
 from coach.views.streams import GONE, TOO_MANY_STREAMS
 from memory.models import Memory
-from offline_coach import ModelServer
+from offline_coach import ModelServer, Pause
 from tests.coach.factories import TALK_SAVE
 from tests.coach.sse import Event, post_form, read_events, session_cookie
 from tests.conftest import make_user
@@ -100,6 +100,17 @@ def first_events(url: str, count: int, *, cookie: str) -> list[Event]:
     for event in read_events(url, cookie=cookie):
         received.append(event)
         if len(received) == count:
+            break
+    return received
+
+
+def events_until(url: str, text: str, *, cookie: str) -> list[Event]:
+    """Read until the words so far hold `text` (however the pieces were grouped into
+    events), then hang up."""
+    received = []
+    for event in read_events(url, cookie=cookie):
+        received.append(event)
+        if text in words(received):
             break
     return received
 
@@ -221,11 +232,12 @@ def test_a_web_process_killed_mid_reply_is_failed_by_the_one_started_after_it_ke
     client.force_login(user)
     cookie = session_cookie(client)
     session = session_start(user=user)
-    model_server.queue_text(LONG_REPLY, chunk_delay_seconds=0.2)
+    # Held after its first words, so the process dies mid-reply however slow the machine.
+    model_server.queue_text(LONG_REPLY, pause=Pause(after_chunks=6))
 
     with app_process(app_env(model_server)) as doomed:
         message = post_message(doomed.url, session, "Plan my week", cookie=cookie)
-        seen = first_events(reply_url(doomed.url, message), 5, cookie=cookie)
+        seen = events_until(reply_url(doomed.url, message), "word4", cookie=cookie)
         doomed.process.send_signal(signal.SIGKILL)
         doomed.process.wait(timeout=10)
 
@@ -420,7 +432,8 @@ def test_a_page_loaded_after_the_reply_shows_the_cue_of_the_memory_it_saved_and_
     live_app: str, cookie: str, user: User, model_server: ModelServer
 ) -> None:
     model_server.queue_tool_calls([("save_memory", TALK_SAVE)])
-    model_server.queue_text("Good luck with the talk.", chunk_delay_seconds=0.3)
+    writing = Pause(after_chunks=1)
+    model_server.queue_text("Good luck with the talk.", pause=writing)
     message = post_message(live_app, session_start(user=user), "I'm giving a talk in June", cookie=cookie)
     page_url = f"{live_app}/chat/{message.session_id}/"
     wait_for(lambda: Memory.objects.filter(user=user).exists())
@@ -429,6 +442,7 @@ def test_a_page_loaded_after_the_reply_shows_the_cue_of_the_memory_it_saved_and_
     mid_reply = page(page_url, cookie=cookie)
     assert status_of(message) == "answering", "the page was loaded before the reply was done"
     assert "data-stream-url" in mid_reply and 'class="memory-cue"' not in mid_reply
+    writing.release.set()
     list(read_events(reply_url(live_app, message), cookie=cookie))
 
     memory = Memory.objects.get(user=user)
@@ -452,9 +466,10 @@ def test_past_the_open_streams_limit_a_reader_is_refused_with_its_message(
     live_app: str, cookie: str, user: User, model_server: ModelServer, settings
 ) -> None:
     settings.COACH_MAX_OPEN_STREAMS = 2
-    # A reply that outlasts the test however slow the machine: a reply that ended would
-    # close its readers' streams and free their places before the third reader came.
-    model_server.queue_text(LONG_REPLY, chunk_delay_seconds=1.0)
+    # A reply held mid-way until the test is done: a reply that ended would close its
+    # readers' streams and free their places before the third reader came.
+    writing = Pause(after_chunks=1)
+    model_server.queue_text(LONG_REPLY, pause=writing)
     message = post_message(live_app, session_start(user=user), "Plan my week", cookie=cookie)
     held = [_open(reply_url(live_app, message), cookie) for _ in range(2)]
 
@@ -465,9 +480,8 @@ def test_past_the_open_streams_limit_a_reader_is_refused_with_its_message(
     assert refused.value.read().decode() == TOO_MANY_STREAMS
     for response in held:
         response.close()
-    # The turn asks the model in its own time (on a busy machine, after the readers came):
-    # what counts is that the refused reader started no second one.
-    wait_for(lambda: model_server.chat_requests(), 60)
+    assert writing.reached.wait(timeout=60), "the model was never asked"
+    writing.release.set()
     assert len(model_server.chat_requests()) == 1
     # The person stops the long reply, so the test ends with it rather than waiting it out.
     streams.stop_request(message.pk)

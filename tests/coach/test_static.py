@@ -7,7 +7,7 @@ import subprocess
 import sys
 import urllib.request
 
-from tests.coach.test_settings import PRODUCTION
+from tests.coach.wiring.test_settings import PRODUCTION
 from tests.processes import REPO, uvicorn_app
 
 

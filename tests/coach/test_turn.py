@@ -14,7 +14,7 @@ from accounts.models import User
 from coach.models import ChatSession, Message
 from coach.services import message_post, session_start
 from memory.models import Memory, MemoryEvent
-from offline_coach import ModelServer
+from offline_coach import ModelServer, Pause
 from tests.coach.factories import make_session
 from tests.coach.sse import events, session_cookie
 from tests.memory.factories import make_memory, memory_named
@@ -64,7 +64,11 @@ def wait_for(condition, timeout: float = 10) -> None:
 def test_the_reply_streams_word_by_word_before_it_is_saved_whole(
     live_app: str, person: Client, user: User, model_server: ModelServer
 ) -> None:
-    model_server.queue_text("Let's keep overhead pressing out of this week's plan.", chunk_delay_seconds=0.05)
+    # Held after its first words until they are read: mid-reply however slow the machine.
+    writing = Pause(after_chunks=3)
+    model_server.queue_text(
+        "Let's keep overhead pressing out of this week's plan.", chunk_delay_seconds=0.05, pause=writing
+    )
     message = ask(session_start(user=user), "Plan my week")
     url = f"{live_app}/chat/{message.session_id}/messages/{message.pk}/reply"
 
@@ -74,6 +78,7 @@ def test_the_reply_streams_word_by_word_before_it_is_saved_whole(
             # The first words are on the wire while the reply is still being written.
             assert Message.objects.get(pk=message.pk).status == "answering"
             assert replies(message) == []
+            writing.release.set()
         received.append((name, data))
 
     assert sum(1 for name, _ in received if name == "text") > 3

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from coach.celery import app
+from coach.wiring.celery import app
 from offline_coach import ModelServer
 from tests.emails.scripted_smtp import ScriptedSmtpServer
 from tests.emails.workers import forget_unacknowledged

@@ -32,6 +32,8 @@ class Script:
     """How one connection is answered; every field left alone is a server that works."""
 
     greeting_delay: float = 0.0
+    # No greeting until the test sets this: a server slow for exactly as long as it needs.
+    greeting_after: threading.Event | None = None
     rcpt_reply: str = "250 2.1.5 OK"
     # RCPT gets no answer at all: the server waits until the client hangs up.
     hold_at_rcpt: bool = False
@@ -117,6 +119,8 @@ class ScriptedSmtpServer(SocketServer):
         try:
             with client, client.makefile("rb") as lines:
                 time.sleep(script.greeting_delay)
+                if script.greeting_after is not None:
+                    script.greeting_after.wait(SERVER_IDLE_SECONDS)
                 _say(client, "220 scripted.test ESMTP")
                 self._converse(client, lines, script)
         except OSError:

@@ -1,7 +1,7 @@
 """A real SMTP server for tests (aiosmtpd in a thread), which keeps every message it
 accepts and can be told how to answer the next ones: accept (250), refuse for now
-(451), refuse for good (550), or hold a message until its sender goes away (so a test
-can kill a worker in the middle of sending)."""
+(451), refuse for good (550), hold a message until its sender goes away (so a test
+can kill a worker in the middle of sending), or until the test lets it through."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ REFUSE = "550 5.1.1 No such user here"
 WAIT_SECONDS = 30.0
 _HOLD = "hold"
 _DELAY = "delay:"
+_UNTIL_RELEASED = "until released"
 
 
 class SmtpSink:
@@ -34,6 +35,7 @@ class SmtpSink:
         self._accepted: list[EmailMessage] = []
         self._raw: list[bytes] = []
         self._answers: deque[str] = deque()
+        self._releases: deque[threading.Event] = deque()
         self._attempts = 0
         self._condition = threading.Condition()
         # server_hostname: no DNS lookup of this machine's name at start.
@@ -70,6 +72,13 @@ class SmtpSink:
         `held` is set while it waits."""
         with self._condition:
             self._answers.append(f"{_DELAY}{seconds}")
+
+    def hold_next_until(self, release: threading.Event) -> None:
+        """The next message is accepted once `release` is set, however long that takes (a
+        server slow for exactly as long as a test needs), and `held` is set while it waits."""
+        with self._condition:
+            self._releases.append(release)
+            self._answers.append(_UNTIL_RELEASED)
 
     def hold_next(self) -> None:
         """The next message is neither accepted nor refused: the server waits until the
@@ -118,6 +127,13 @@ class SmtpSink:
             self.held.set()
             # Cancelled by aiosmtpd when the client's connection drops.
             await asyncio.Event().wait()
+        if answer == _UNTIL_RELEASED:
+            with self._condition:
+                release = self._releases.popleft()
+            self.held.set()
+            while not release.is_set():
+                await asyncio.sleep(0.05)
+            answer = ACCEPT
         if answer.startswith(_DELAY):
             self.held.set()
             await asyncio.sleep(float(answer.removeprefix(_DELAY)))

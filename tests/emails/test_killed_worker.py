@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
@@ -107,9 +108,11 @@ def test_a_pool_process_killed_alone_while_the_model_drafts_leaves_the_email_to_
     model_server.queue_text("never read", delay_seconds=DRAFTING_SECONDS)
 
     with worker_process(**processes, name=WORKER) as worker, beat_process(**processes, folder=tmp_path):
-        [pool] = pool_processes(worker)
         send_email.delay(email.pk)
         wait_until(lambda: len(model_server.chat_requests()) == 1, "the model to be asked for the draft")
+        # Read now, the one pool process is the one drafting: on a loaded machine Celery may
+        # have replaced a pool process slow to start before any task reached it.
+        [pool] = pool_processes(worker)
         drafting = Email.objects.get(pk=email.pk)
         kill_alone(pool)
         # The worker lives on, with a pool process of its own again, which sends it.
@@ -127,10 +130,10 @@ def test_a_pool_process_killed_alone_before_the_end_of_the_email_has_it_sent_onc
     workers_smtp.script(Script(hold_at_rcpt=True))
 
     with worker_process(**processes, name=WORKER) as worker, beat_process(**processes, folder=tmp_path):
-        [pool] = pool_processes(worker)
         send_email.delay(email.pk)
         # Claimed, the pool process waits for the server's answer to RCPT: it dies.
         assert workers_smtp.held.wait(timeout=60), "the worker never reached the SMTP server"
+        [pool] = pool_processes(worker)
         claimed = Email.objects.get(pk=email.pk)
         kill_alone(pool)
         sent = sent_once(email, workers_smtp)
@@ -174,14 +177,16 @@ def test_a_frozen_worker_has_its_email_sent_by_another_and_thawed_sends_nothing(
     user: User, workers_smtp: ScriptedSmtpServer, processes: dict, tmp_path: Path
 ) -> None:
     email = planned_and_handed_out(user)
-    # The first connection greets late: the frozen worker stops there, short of the end.
-    workers_smtp.script(Script(greeting_delay=3))
+    # The first connection greets only once its worker is frozen: it stops there, short of the end.
+    greet = threading.Event()
+    workers_smtp.script(Script(greeting_after=greet))
 
     with worker_process(**processes, name=WORKER) as frozen:
-        [pool] = pool_processes(frozen)
         send_email.delay(email.pk)
         workers_smtp.wait_for_connections(1)
+        [pool] = pool_processes(frozen)
         os.kill(pool, signal.SIGSTOP)
+        greet.set()
         try:
             with worker_process(**processes, name="another"), beat_process(**processes, folder=tmp_path):
                 # Its heartbeat silent, its process still there: handed on all the same.

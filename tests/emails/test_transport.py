@@ -179,7 +179,11 @@ def test_a_claim_released_while_its_sender_still_lives_is_not_sent_by_that_sende
     # The sender waits for the greeting while its claim is handed on (taken for dead: its
     # heartbeats held up by a database that was away, say): it must then stop short of the
     # end of the email.
-    server.script(Script(greeting_delay=REPLIES_SECONDS / 2))
+    # Greeted only once its claim is handed on, however slow the machine (and given the time
+    # to wait for that: this is not about a server too slow to greet).
+    settings.EMAIL_SMTP_COMMAND_TIMEOUT_SECONDS = 60
+    greet = threading.Event()
+    server.script(Script(greeting_after=greet))
     outcome: list[SendOutcome] = []
     sender = threading.Thread(target=lambda: outcome.append(email_send(email_id=email.pk, worker="mailer-1@host")))
 
@@ -187,6 +191,7 @@ def test_a_claim_released_while_its_sender_still_lives_is_not_sent_by_that_sende
     server.wait_for_connections(1)
     settings.EMAIL_CLAIM_SILENT_SECONDS = 0
     released = emails_release_dead(now=timezone.now())
+    greet.set()
     sender.join(timeout=30)
 
     assert (released.requeued, released.unconfirmed) == ([email.pk], [])

@@ -88,7 +88,7 @@ def _env(*, smtp_port: int, model_url: str) -> dict[str, str]:
 
 @contextmanager
 def worker_process(*, smtp_port: int, model_url: str, name: str | None = None) -> Iterator[subprocess.Popen[bytes]]:
-    """`celery -A coach worker`, as the run command starts it (its pool of child processes,
+    """`celery -A coach.wiring worker`, as the run command starts it (its pool of child processes,
     one child here), against this test's database and Redis (see worker_settings.py);
     stopped on exit unless the test killed it. `name` is its node name's first part: a
     worker started again under the same name is the same worker restarted, as a
@@ -104,7 +104,7 @@ def worker_process(*, smtp_port: int, model_url: str, name: str | None = None) -
 
 @contextmanager
 def beat_process(*, smtp_port: int, model_url: str, folder: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """`celery -A coach beat`, as the run command starts it, with the app's own schedule:
+    """`celery -A coach.wiring beat`, as the run command starts it, with the app's own schedule:
     what hands on a dead sender's claims (the dispatcher, every 5 s) and sends account
     mail (every 5 s) runs because beat asks for it, as in production."""
     with _celery(
@@ -116,7 +116,7 @@ def beat_process(*, smtp_port: int, model_url: str, folder: Path) -> Iterator[su
 @contextmanager
 def _celery(*args: str, env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
     process = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "coach", *args, "--loglevel", "WARNING"], cwd=REPO, env=env
+        [sys.executable, "-m", "celery", "-A", "coach.wiring", *args, "--loglevel", "WARNING"], cwd=REPO, env=env
     )
     try:
         yield process

@@ -17,7 +17,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from coach.localservices import LocalService, start_postgres
+from coach.wiring.localservices import LocalService, start_postgres
 from offline_coach import ModelServer
 from tests.processes import REPO, app_process
 

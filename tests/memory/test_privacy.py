@@ -34,13 +34,13 @@ from psycopg import sql
 from accounts.forgetting import account_delete, memories_delete_all_by_person
 from accounts.models import LoginSession, User
 from coach.models import ChatSession, Message
-from coach.supervisor import app_processes
+from coach.wiring.supervisor import app_processes
 from emails.models import Email, EmailPreference, WeeklyEpisodeRequest
 from infra.rows import text
 from memory.models import Memory, MemoryEvent, MemoryProposal, key_digest
 from memory.proposals import proposal_make
 from memory.tools import ToolContext, run_tool
-from offline_coach import ModelServer
+from offline_coach import ModelServer, Pause
 from tests.asgi_server import asgi_app_server
 from tests.conftest import make_user
 from tests.memory.factories import make_memory
@@ -267,7 +267,9 @@ def test_undo_of_a_save_mid_reply_takes_its_cue_out_and_leaves_the_words(user: U
     with asgi_app_server() as base:
         browser = Browser(base, user)
         _queue_a_save(model_server, "model", MARKERS["model"])
-        model_server.queue_text(" ".join(f"word{n}" for n in range(40)), chunk_delay_seconds=0.1)
+        # Held after its first words until the undo is in: mid-reply however slow the machine.
+        writing = Pause(after_chunks=5)
+        model_server.queue_text(" ".join(f"word{n}" for n in range(40)), pause=writing)
         browser.post("/chat/new", {"text": "Hello", "client_id": str(uuid.uuid4())})
         deadline = time.monotonic() + 15
         while "word2 " not in redis_contents():
@@ -279,6 +281,7 @@ def test_undo_of_a_save_mid_reply_takes_its_cue_out_and_leaves_the_words(user: U
         mid_reply = redis_contents()
         assert Message.objects.get(role="user").status == "answering", "deleted while the reply was being written"
         assert MARKERS["model"] not in mid_reply and "word2 " in mid_reply
+        writing.release.set()
         _wait_until_answered(user)
 
 

@@ -26,6 +26,10 @@ from memory.calibration import (
 )
 
 EMBED_BATCH = 64
+# How long one batch may take. A run embeds some 600 texts, and a person starts it and waits
+# for it: a busy server is waited for, where a chat turn's embeddings get
+# EMBEDDING_TIMEOUT_SECONDS, since a person waits on those word by word.
+BATCH_TIMEOUT_SECONDS = 300.0
 
 
 class Command(BaseCommand):
@@ -45,6 +49,12 @@ class Command(BaseCommand):
         parser.add_argument("--from", dest="low", type=float, default=0.30)
         parser.add_argument("--to", dest="high", type=float, default=0.95)
         parser.add_argument("--step", type=float, default=0.01)
+        parser.add_argument(
+            "--batch-timeout",
+            type=float,
+            default=BATCH_TIMEOUT_SECONDS,
+            help=f"seconds each batch of {EMBED_BATCH} texts may take (default {BATCH_TIMEOUT_SECONDS:g})",
+        )
 
     def handle(
         self,
@@ -55,6 +65,7 @@ class Command(BaseCommand):
         low: float,
         high: float,
         step: float,
+        batch_timeout: float,
         **_: Any,
     ) -> None:
         path, theme_path = pairs or shipped_pairs_path(), one_theme or one_theme_pairs_path()
@@ -66,7 +77,7 @@ class Command(BaseCommand):
         if not labelled:
             raise CommandError(f"{path} holds no pairs")
         try:
-            scores = similarities([*labelled, *themed], _embed)
+            scores = similarities([*labelled, *themed], lambda texts: _embed(texts, batch_seconds=batch_timeout))
         except LLMError as error:
             raise CommandError(f"the embedding model could not be reached: {error}") from None
 
@@ -120,8 +131,9 @@ class Command(BaseCommand):
             )
 
 
-def _embed(texts: list[str]) -> list[list[float]]:
+def _embed(texts: list[str], *, batch_seconds: float) -> list[list[float]]:
     vectors: list[list[float]] = []
     for start in range(0, len(texts), EMBED_BATCH):
-        vectors += [embedding.vector for embedding in llm.embed(texts[start : start + EMBED_BATCH])]
+        batch = llm.embed(texts[start : start + EMBED_BATCH], within_seconds=batch_seconds)
+        vectors += [embedding.vector for embedding in batch]
     return vectors

@@ -4,7 +4,7 @@ A machine with neither configured still runs the app against the real things: th
 command keeps their data in `.data/` so it survives restarts, the test command uses a
 throwaway folder. Where `DATABASE_URL` or `REDIS_URL` is set, nothing is started.
 
-    python -m coach.localservices [--data-dir DIR | --throwaway] -- COMMAND...
+    python -m coach.wiring.localservices [--data-dir DIR | --throwaway] -- COMMAND...
 
 runs COMMAND with both URLs in its environment and stops what it started afterwards.
 """

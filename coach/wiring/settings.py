@@ -15,7 +15,7 @@ from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
-from coach.web_server import web_max_connections
+from coach.wiring.web_server import web_max_connections
 from infra.dbpool import connection_check
 from infra.environment import (
     DEFAULT_OFFLINE_COACH_URL,
@@ -30,7 +30,7 @@ from infra.environment import (
     local_address,
 )
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+BASE_DIR = Path(__file__).resolve().parents[2]
 
 DEBUG = env_bool("DJANGO_DEBUG", default=False)
 
@@ -76,6 +76,8 @@ INSTALLED_APPS = [
     # A second factor (an authenticator app, with recovery codes): the admin requires it.
     "allauth.mfa",
     "django_htmx",
+    # The wiring itself, to load the Celery app (coach/wiring/apps.py).
+    "coach.wiring",
     "coach",
     "memory",
     "accounts",
@@ -111,13 +113,13 @@ MIDDLEWARE = [
     "coach.middleware.never_stored",
 ]
 
-ROOT_URLCONF = "coach.urls"
+ROOT_URLCONF = "coach.wiring.urls"
 # A message of COACH_MAX_MESSAGE_CHARS, percent-encoded, is far below it and the app takes
-# no uploads; refused before the body is read (coach/asgi.py), so Django never holds more.
+# no uploads; refused before the body is read (coach/wiring/asgi.py), so Django never holds more.
 REQUEST_BODY_MAX_BYTES = env_int("REQUEST_BODY_MAX_BYTES", default=512 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_BODY_MAX_BYTES
-WSGI_APPLICATION = "coach.wsgi.application"
-ASGI_APPLICATION = "coach.asgi.application"
+WSGI_APPLICATION = "coach.wiring.wsgi.application"
+ASGI_APPLICATION = "coach.wiring.asgi.application"
 
 TEMPLATES = [
     {
@@ -169,7 +171,7 @@ if not 0 <= _pool["min_size"] <= _pool["max_size"]:
     # Said now, at start-up, rather than by the pool at the first request.
     raise ImproperlyConfigured("DATABASE_POOL_MIN_SIZE must be between 0 and DATABASE_POOL_MAX_SIZE.")
 
-# The most connections one web process takes at once (its server's limit, coach/web_server.py),
+# The most connections one web process takes at once (its server's limit, coach/wiring/web_server.py),
 # which sizes its pool of connections to Redis (infra/redis.py).
 WEB_MAX_CONNECTIONS = web_max_connections()
 REDIS_URL = env_required(
@@ -598,7 +600,7 @@ LOGGING = {
         "httpx": {"level": "WARNING"},
         "django.request": {"filters": ["forbidden_without_traceback"]},
         # Each periodic task's receipt and success, every few seconds: at DEBUG only, or
-        # they bury what the console is for (coach/supervisor.py quiets the scheduler).
+        # they bury what the console is for (coach/wiring/supervisor.py quiets the scheduler).
         **{name: {"filters": _ROUTINE_FILTERS} for name in ("celery.app.trace", "celery.worker.strategy")},
     },
 }

@@ -1,7 +1,7 @@
 """The run command: every process of the app, under one supervisor, on this machine.
 
-    python -m coach.supervisor [--port 8000]
-    python -m coach.supervisor --manage createsuperuser
+    python -m coach.wiring.supervisor [--port 8000]
+    python -m coach.wiring.supervisor --manage createsuperuser
 
 Writes development secrets to `.env` the first time, starts PostgreSQL and Redis where
 their URLs are unset (data kept in `.data/`), migrates, then runs the web app (uvicorn,
@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from coach.localservices import LocalService, LocalServiceError, start_missing_services, stop_services
-from coach.run_environment import (
+from coach.wiring.localservices import LocalService, LocalServiceError, start_missing_services, stop_services
+from coach.wiring.run_environment import (
     AlreadyRunning,
     app_is_running,
     ensure_env_file,
@@ -39,11 +39,11 @@ from coach.run_environment import (
     load_env_file,
     settings_environment,
 )
-from coach.web_server import READERS_GRACE_SECONDS, web_server_argv
+from coach.wiring.web_server import READERS_GRACE_SECONDS, web_server_argv
 from infra.environment import DEFAULT_OFFLINE_COACH_URL, local_address
 from infra.health import postgres_problem, redis_problem
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+BASE_DIR = Path(__file__).resolve().parents[2]
 DATA_DIR = BASE_DIR / ".data"
 ENV_FILE = BASE_DIR / ".env"
 # Beyond those, what a stopping process gets before it is killed.
@@ -165,12 +165,12 @@ def app_processes(host: str, port: int, data_dir: Path) -> list[ProcessSpec]:
     python = sys.executable
     # The console is where a newcomer finds the link of their sign-up mail: Celery's banners
     # and the scheduler's tick every few seconds show only at LOG_LEVEL=DEBUG (each task's
-    # receipt and success, likewise: coach/settings.py). Warnings and errors always show.
+    # receipt and success, likewise: coach/wiring/settings.py). Warnings and errors always show.
     debugging = os.environ.get("LOG_LEVEL", "").upper() == "DEBUG"
-    celery = [python, "-m", "celery", "-A", "coach", *([] if debugging else ["--quiet"])]
+    celery = [python, "-m", "celery", "-A", "coach.wiring", *([] if debugging else ["--quiet"])]
     scheduler_level = "INFO" if debugging else "WARNING"
     specs = [
-        # As many processes as WEB_PROCESSES says, each with its connection limit (coach/web_server.py).
+        # As many processes as WEB_PROCESSES says, each with its connection limit (coach/wiring/web_server.py).
         ProcessSpec("web", web_server_argv("--host", host, "--port", str(port))),
         ProcessSpec("worker", [*celery, "worker", "--loglevel", "INFO"]),
         ProcessSpec(
@@ -187,7 +187,7 @@ def app_processes(host: str, port: int, data_dir: Path) -> list[ProcessSpec]:
 
 def offline_coach_wanted(env: Mapping[str, str]) -> str | None:
     """Where the offline coach is to serve, when the app talks to it: for the chat (no key
-    and no other server named, as coach/settings.py reads them) or for embeddings alone
+    and no other server named, as coach/wiring/settings.py reads them) or for embeddings alone
     (EMBEDDING_BASE_URL names it, beside a chat server that serves none). None when the app
     talks to other servers only: the offline coach must not take a real server's port."""
     offline = env.get("OFFLINE_COACH_URL") or DEFAULT_OFFLINE_COACH_URL

@@ -6,7 +6,7 @@ import os
 
 from celery import Celery
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "coach.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "coach.wiring.settings")
 
 app = Celery("coach")
 app.config_from_object("django.conf:settings", namespace="CELERY")

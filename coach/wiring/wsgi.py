@@ -6,6 +6,6 @@ import os
 
 from django.core.wsgi import get_wsgi_application
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "coach.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "coach.wiring.settings")
 
 application = get_wsgi_application()

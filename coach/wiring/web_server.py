@@ -1,11 +1,11 @@
 """The web server's command line, one for the run command, the image and compose alike:
-uvicorn serving coach.asgi, in WEB_PROCESSES processes (the machine's cores unless set),
+uvicorn serving coach.wiring.asgi, in WEB_PROCESSES processes (the machine's cores unless set),
 each taking at most WEB_MAX_CONNECTIONS connections at once (past them it answers 503
 rather than hold every trickling client open). The same number sizes each process's Redis
 pool (infra/redis.py), so no reply is ever unstreamed for want of the app's own
 connections to Redis.
 
-    python -m coach.web_server --host 0.0.0.0 --port 8000 [more of uvicorn's flags]
+    python -m coach.wiring.web_server --host 0.0.0.0 --port 8000 [more of uvicorn's flags]
 
 A turn runs in whichever process took its message, and any process serves any reader of
 any reply: what they share is in PostgreSQL and Redis.
@@ -42,7 +42,7 @@ def web_server_argv(*flags: str) -> list[str]:
         sys.executable,
         "-m",
         "uvicorn",
-        "coach.asgi:application",
+        "coach.wiring.asgi:application",
         "--workers",
         str(web_processes()),
         "--limit-concurrency",
