@@ -114,7 +114,7 @@ def test_answering_anew_keeps_its_promises_whatever_the_attempts_and_the_person_
     run_state_machine_as_test(
         AnswersAnew,
         settings=settings(
-            max_examples=30,
+            max_examples=60,
             stateful_step_count=40,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow],

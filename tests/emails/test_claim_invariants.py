@@ -251,7 +251,7 @@ class AccountMailSenders(Senders):
 
 
 MACHINE_SETTINGS = settings(
-    max_examples=25, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=50, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 
 
