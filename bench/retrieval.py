@@ -46,6 +46,7 @@ django_for_benchmarks()
 from django.conf import settings  # noqa: E402
 from django.db import connection, transaction  # noqa: E402
 from django.utils import timezone  # noqa: E402
+from psycopg import sql  # noqa: E402
 
 from accounts.models import User  # noqa: E402
 from bench.stores import copy_people  # noqa: E402
@@ -180,15 +181,19 @@ def clone_people(template: int, ids: list[int]) -> None:
         cursor.execute("CREATE TEMP TABLE clones (person bigint) ON COMMIT DROP")
         cursor.execute("INSERT INTO clones SELECT unnest(%s::bigint[])", [ids])
         cursor.execute(
-            f"CREATE TEMP TABLE session_map ON COMMIT DROP AS SELECT c.person, s.id AS old, "  # noqa: S608
-            f"nextval(pg_get_serial_sequence('{sessions}', 'id')) AS new FROM clones c, {sessions} s "
-            f"WHERE s.user_id = %s",
+            sql.SQL(
+                "CREATE TEMP TABLE session_map ON COMMIT DROP AS SELECT c.person, s.id AS old, "
+                "nextval(pg_get_serial_sequence({name}, 'id')) AS new FROM clones c, {table} s "
+                "WHERE s.user_id = %s"
+            ).format(name=sql.Literal(sessions), table=sql.Identifier(sessions)),
             [template],
         )
         cursor.execute(
-            f"CREATE TEMP TABLE message_map ON COMMIT DROP AS SELECT sm.person, m.id AS old, "  # noqa: S608
-            f"nextval(pg_get_serial_sequence('{messages}', 'id')) AS new FROM session_map sm "
-            f"JOIN {messages} m ON m.session_id = sm.old"
+            sql.SQL(
+                "CREATE TEMP TABLE message_map ON COMMIT DROP AS SELECT sm.person, m.id AS old, "
+                "nextval(pg_get_serial_sequence({name}, 'id')) AS new FROM session_map sm "
+                "JOIN {table} m ON m.session_id = sm.old"
+            ).format(name=sql.Literal(messages), table=sql.Identifier(messages))
         )
         copy = {
             memories: ("SELECT {columns} FROM clones c, {table} r WHERE r.user_id = %s", {"user_id": "c.person"}),
@@ -284,12 +289,15 @@ def exact_and_approximate(person: User, runs: int, *, with_hnsw: bool) -> dict[s
     index exists) the approximate one through a partial HNSW expression index."""
     vector = "[" + ",".join(map(str, bag_of_words_embedding(queries_of(person, 1)[0]))) + "]"
     table = ConversationEmbedding._meta.db_table
-    chosen = f"SELECT id FROM {table} WHERE user_id = %s AND embedding_model = %s"  # noqa: S608 - a model's table
-    statements = {"exact scan of the person's rows": f"{chosen} ORDER BY embedding <=> %s::vector LIMIT 50"}
+    chosen = sql.SQL("SELECT id FROM {table} WHERE user_id = %s AND embedding_model = %s").format(
+        table=sql.Identifier(table)
+    )
+    exact = sql.SQL("{} ORDER BY embedding <=> %s::vector LIMIT 50").format(chosen)
+    statements = {"exact scan of the person's rows": exact}
     if with_hnsw:
-        statements["HNSW index (partial, per model), iterative scan"] = (
-            f"{chosen} ORDER BY (embedding::vector(384)) <=> %s::vector(384) LIMIT 50"
-        )
+        statements["HNSW index (partial, per model), iterative scan"] = sql.SQL(
+            "{} ORDER BY (embedding::vector(384)) <=> %s::vector(384) LIMIT 50"
+        ).format(chosen)
     found = {}
     with connection.cursor() as cursor:
         cursor.execute("SET hnsw.iterative_scan = relaxed_order")

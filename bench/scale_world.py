@@ -27,6 +27,7 @@ from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.db import connection, transaction
+from psycopg import sql
 
 from accounts.models import User
 from coach.exchange_index import exchange_text, exchange_words
@@ -388,13 +389,15 @@ def year_copy(template_id: int, person_ids: Sequence[int]) -> None:
         for name, (model, template_rows) in maps.items():
             table = model._meta.db_table
             cursor.execute(
-                f"CREATE TEMP TABLE {name} ON COMMIT DROP AS "  # noqa: S608 - names of this module's own
-                f"SELECT c.person, r.id AS old, nextval(pg_get_serial_sequence('{table}', 'id')) AS new "
-                f"FROM clones c, ({template_rows}) r",
+                sql.SQL(
+                    "CREATE TEMP TABLE {name} ON COMMIT DROP AS "
+                    "SELECT c.person, r.id AS old, nextval(pg_get_serial_sequence({table}, 'id')) AS new "
+                    "FROM clones c, ({rows}) r"
+                ).format(name=sql.Identifier(name), table=sql.Literal(table), rows=sql.SQL(template_rows)),
                 {"t": template_id},
             )
-            cursor.execute(f"CREATE INDEX ON {name} (old, person)")
-            cursor.execute(f"ANALYZE {name}")
+            cursor.execute(sql.SQL("CREATE INDEX ON {} (old, person)").format(sql.Identifier(name)))
+            cursor.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(name)))
         owned = "FROM clones c JOIN {table} r ON r.user_id = %(t)s"
         copies: list[tuple[type, str, dict[str, str]]] = [
             (
@@ -478,6 +481,6 @@ def rows_per_table() -> dict[str, int]:
     with connection.cursor() as cursor:
         counts = {}
         for model in YEAR_TABLES:
-            cursor.execute(f"SELECT count(*) FROM {model._meta.db_table}")  # noqa: S608 - a model's table
+            cursor.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(model._meta.db_table)))
             counts[model._meta.db_table] = cursor.fetchone()[0]
         return counts
