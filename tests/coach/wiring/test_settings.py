@@ -189,3 +189,23 @@ def test_in_development_mail_goes_without_tls_unless_asked() -> None:
 
     assert "'use_tls': False" in plain.stdout, plain.stderr
     assert "'use_tls': True" in asked.stdout, asked.stderr
+
+
+SHOW_PLANNER_SETTINGS = (
+    "import django; django.setup(); from django.db import connection; cursor = connection.cursor(); "
+    "cursor.execute('SHOW max_parallel_workers_per_gather'); print(cursor.fetchone()[0]); "
+    "cursor.execute('SHOW statement_timeout'); print(cursor.fetchone()[0])"
+)
+
+
+def test_the_apps_connections_never_start_parallel_workers_and_keep_the_urls_own_options() -> None:
+    url = os.environ["DATABASE_URL"]
+    plain = run_django(["-c", SHOW_PLANNER_SETTINGS], DATABASE_URL=url)
+    with_options = run_django(
+        ["-c", SHOW_PLANNER_SETTINGS], DATABASE_URL=f"{url}?options=-c%20statement_timeout%3D7000"
+    )
+
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout.split() == ["0", "0"]
+    assert with_options.returncode == 0, with_options.stderr
+    assert with_options.stdout.split() == ["0", "7s"]
