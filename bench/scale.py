@@ -31,12 +31,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import psycopg
+from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.setup import django_for_benchmarks
@@ -44,6 +49,7 @@ from bench.setup import django_for_benchmarks
 django_for_benchmarks()
 
 from django.conf import settings  # noqa: E402
+from django.db import connection, connections  # noqa: E402
 from django.test import AsyncClient, Client  # noqa: E402
 from django.utils import timezone  # noqa: E402
 from django.utils.module_loading import import_string  # noqa: E402
@@ -64,6 +70,7 @@ TARGET = 1.5
 CPU_TARGET = 1.4
 COPY_BATCH = 500
 SHORT, LONG = 10, 200
+SMALL, LARGE = "small", "large"
 
 
 def main() -> None:
@@ -86,7 +93,6 @@ def main() -> None:
 
 
 def run(args: argparse.Namespace, server: ModelServer) -> None:
-    log = StatementLog()
     bursts = tuple(int(n) for n in args.bursts.split(","))
     started = time.perf_counter()
     now = timezone.now()
@@ -94,21 +100,39 @@ def run(args: argparse.Namespace, server: ModelServer) -> None:
     year_write(measured, now=now)
     pages = _conversations_to_show(User.objects.get(pk=measured[0]))
     settled()
-    print(f"10 people built in {time.perf_counter() - started:.0f} s", flush=True)
-    small = _measure(args, server, log, measured, pages)
-    print(f"measured at 10 people, {time.perf_counter() - started:.0f} s in", flush=True)
-    for first in range(10, args.people, COPY_BATCH):
-        ids = people_add(first, min(COPY_BATCH, args.people - first), now=now)
-        year_copy(measured[1], ids)
-        print(f"  {first + len(ids):,} people", flush=True)
-    settled()
+    small = str(connection.settings_dict["NAME"])
+    large = f"{small}_{args.people}"
+    database_copy(small, large)
+    print(f"10 people built in {time.perf_counter() - started:.0f} s, and copied", flush=True)
+    with in_database(large):
+        for first in range(10, args.people, COPY_BATCH):
+            ids = people_add(first, min(COPY_BATCH, args.people - first), now=now)
+            year_copy(measured[1], ids)
+            print(f"  {first + len(ids):,} people", flush=True)
+        settled()
     print(f"{args.people:,} people built, {time.perf_counter() - started:.0f} s in", flush=True)
-    large = _measure(args, server, log, measured, pages)
-    print(f"measured at {args.people:,} people, {time.perf_counter() - started:.0f} s in", flush=True)
-    people = chatters(list(User.objects.order_by("pk").values_list("pk", flat=True)[10 : 10 + max(bursts)]))
-    bursts_measured = first_words(server, people, bursts)
+    sizes = {SMALL: Size(small), LARGE: Size(large)}
+    for size in sizes.values():
+        with in_database(size.database):
+            size.prepared(User.objects.get(pk=measured[0]))
+    # What the build left in this process is kept out of every collection to come: the
+    # benchmark's own garbage collector would otherwise cost more after the larger build.
+    gc.collect()
+    gc.freeze()
+    for number in range(args.runs):
+        for size in sizes.values():
+            with in_database(size.database):
+                size.round(server, pages, number)
+    print(f"measured at both sizes in turn, {time.perf_counter() - started:.0f} s in", flush=True)
+    for size in sizes.values():
+        with in_database(size.database):
+            size.cpu = cpu_against_floor(server, chatters([measured[2]])[0], args.pairs, database=size.database)
+    print(f"CPU per turn measured, {time.perf_counter() - started:.0f} s in", flush=True)
+    with in_database(large):
+        people = chatters(list(User.objects.order_by("pk").values_list("pk", flat=True)[10 : 10 + max(bursts)]))
+        bursts_measured = first_words(server, people, bursts, database=large)
     print(f"bursts done, {time.perf_counter() - started:.0f} s in\n", flush=True)
-    _print(args, small, large, bursts_measured)
+    _print(args, sizes[SMALL].figures(), sizes[LARGE].figures(), bursts_measured)
 
 
 def _conversations_to_show(user: User) -> dict[int, int]:
@@ -128,31 +152,133 @@ def _conversations_to_show(user: User) -> dict[int, int]:
     return made
 
 
-# At each size --------------------------------------------------------------------------------
+# Two sizes, one PostgreSQL -------------------------------------------------------------------
 
 
-def _measure(
-    args: argparse.Namespace, server: ModelServer, log: StatementLog, measured: list[int], pages: dict[int, int]
-) -> dict[str, Any]:
-    rows = rows_per_table()
-    jobs = _jobs(log, args.runs)
-    person = User.objects.get(pk=measured[0])
-    turn_statements, turn_count = _turns(server, log, person, args.runs)
-    page_statements, page_figures = _pages(log, person, pages, args.runs)
-    cpu = cpu_against_floor(server, chatters([measured[2]])[0], args.pairs)
-    growing = growing_tables()
-    shapes = {key: _shape(s) for key, s in {**turn_statements, **page_statements}.items()}
-    return {
-        "rows": rows,
-        "jobs": jobs,
-        "turn": turn_statements,
-        "turn_statements": turn_count,
-        "pages": page_statements,
-        "page_figures": page_figures,
-        "shapes": shapes,
-        "growing": growing,
-        "cpu": cpu,
-    }
+def database_copy(source: str, copy: str) -> None:
+    """A copy of database `source` named `copy`, made by PostgreSQL from it as a template
+    (which no one may be connected to meanwhile)."""
+    _database_leave()
+    with psycopg.connect(**_server_parameters(), dbname="postgres", autocommit=True) as maintenance:
+        maintenance.execute(
+            sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(copy), sql.Identifier(source))
+        )
+
+
+@contextmanager
+def in_database(name: str) -> Iterator[None]:
+    """Every connection of this process, in any thread, to database `name` meanwhile: the
+    two sizes are measured in turn, round by round, so that whatever else the machine
+    does in the meantime weighs on both alike."""
+    previous = str(connection.settings_dict["NAME"])
+    _database_leave()
+    connection.settings_dict["NAME"] = name
+    try:
+        yield
+    finally:
+        _database_leave()
+        connection.settings_dict["NAME"] = previous
+
+
+def _database_leave() -> None:
+    # The pool is the process's, shared by every thread: closed, no thread keeps a
+    # connection to the database left, and the next one opens to the database now named.
+    connections.close_all()
+    connection.close_pool()
+
+
+def _server_parameters() -> dict[str, Any]:
+    found = connection.settings_dict
+    return {"host": found["HOST"], "port": found["PORT"], "user": found["USER"], "password": found["PASSWORD"]}
+
+
+class Size:
+    """One of the two databases, and what was measured in it round by round."""
+
+    def __init__(self, database: str) -> None:
+        self.database = database
+        self.turn_log, self.page_log = StatementLog(), StatementLog()
+        self.jobs: dict[str, Callable[[], object]] = {
+            name: import_string(entry["task"]) for name, entry in settings.CELERY_BEAT_SCHEDULE.items()
+        }
+        self.jobs["web process sweep"] = lambda: turns_sweep(silent_seconds=settings.COACH_TURN_SILENT_SECONDS)
+        self.job_found: dict[str, dict[str, Any]] = {}
+        self.job_ms: dict[str, list[float]] = {name: [] for name in self.jobs}
+        self.page_found: dict[str, tuple[int, list[float]]] = {}
+        self.cpu: dict[str, Any] = {}
+
+    def prepared(self, person: User) -> None:
+        """Before the rounds: the rows of each table, anything due done by each job (what
+        is timed is finding nothing), each job's statements and the reads of their plans,
+        and the person signed in with a conversation of their own, warmed by three turns."""
+        self.rows, self.growing = rows_per_table(), growing_tables()
+        log = StatementLog()
+        for name, job in self.jobs.items():
+            did = job()
+            log.clear()
+            with log.recording():
+                job()
+            statements = list(log.statements.values())
+            self.job_found[name] = {
+                "did": did,
+                "statements": len(statements),
+                "reads": [scan for s in statements for scan in _shape(s)],
+            }
+        self.person = person
+        self.session = session_start(user=person)
+        self.turn_client, self.page_client = AsyncClient(), Client()
+        self.turn_client.force_login(person)
+        self.page_client.force_login(person)
+
+    def round(self, server: ModelServer, pages: dict[int, int], number: int) -> None:
+        """One run of each job, one turn (its statements recorded), one load of each page.
+
+        Each job runs once untimed first: the last round's turn left work due (an exchange
+        to index, a conversation to summarise), and what is timed is finding nothing to do."""
+        for name, job in self.jobs.items():
+            job()
+            began = time.perf_counter()
+            job()
+            self.job_ms[name].append((time.perf_counter() - began) * 1000)
+        for warm in range(3 if number == 0 else 0):
+            server.queue_text(REPLY)
+            asyncio.run(one_turn(self.turn_client, self.session, -1 - warm))
+        server.queue_text(REPLY)
+        with self.turn_log.recording():
+            asyncio.run(one_turn(self.turn_client, self.session, number))
+        for name, path in (
+            (f"conversation page, {SHORT} exchanges", f"/chat/{pages[SHORT]}/"),
+            (f"conversation page, {LONG} exchanges", f"/chat/{pages[LONG]}/"),
+            ("memory page", "/memories/"),
+        ):
+            if number == 0:
+                self.page_client.get(path)
+            began = time.perf_counter()
+            with self.page_log.recording():
+                response = self.page_client.get(path)
+            elapsed = (time.perf_counter() - began) * 1000
+            assert response.status_code == 200, (path, response.status_code)
+            self.page_found.setdefault(name, (len(response.content), []))[1].append(elapsed)
+
+    def figures(self) -> dict[str, Any]:
+        """What _print reads, explained at this size."""
+        with in_database(self.database):
+            turn, pages = dict(self.turn_log.statements), dict(self.page_log.statements)
+            shapes = {key: _shape(s) for key, s in {**turn, **pages}.items()}
+        runs = len(next(iter(self.job_ms.values())))
+        return {
+            "rows": self.rows,
+            "jobs": {
+                name: {**found, "p50": statistics.median(self.job_ms[name])} for name, found in self.job_found.items()
+            },
+            "turn": turn,
+            "turn_statements": sum(len(s.milliseconds) for s in turn.values()) / runs,
+            "pages": pages,
+            "page_figures": {name: (size, statistics.median(ms)) for name, (size, ms) in self.page_found.items()},
+            "shapes": shapes,
+            "growing": self.growing,
+            "cpu": self.cpu,
+        }
 
 
 def _shape(statement: Statement) -> list[Scan]:
@@ -161,84 +287,6 @@ def _shape(statement: Statement) -> list[Scan]:
     if not explainable(statement.sql):
         return []
     return reads(statement.sql, statement.parameters, priced_out=False)
-
-
-def _jobs(log: StatementLog, runs: int) -> dict[str, dict[str, Any]]:
-    """Each periodic job with nothing to do: p50 ms, statements, and their plans' reads."""
-    found = {}
-    jobs: dict[str, Callable[[], object]] = {
-        name: import_string(entry["task"]) for name, entry in settings.CELERY_BEAT_SCHEDULE.items()
-    }
-    jobs["web process sweep"] = lambda: turns_sweep(silent_seconds=settings.COACH_TURN_SILENT_SECONDS)
-    for name, job in jobs.items():
-        did = job()  # anything due is done now: what is timed is finding nothing
-        log.clear()
-        with log.recording():
-            job()
-        statements = list(log.statements.values())
-        timings = []
-        for _ in range(runs):
-            began = time.perf_counter()
-            job()
-            timings.append((time.perf_counter() - began) * 1000)
-        found[name] = {
-            "p50": statistics.median(timings),
-            "statements": len(statements),
-            "did": did,
-            "reads": [scan for s in statements for scan in _shape(s)],
-        }
-    return found
-
-
-def _turns(server: ModelServer, log: StatementLog, person: User, runs: int) -> tuple[dict[Any, Statement], float]:
-    """`runs` turns of a conversation the person holds, each as the browser takes it: every
-    statement of theirs, timed, and how many a turn makes."""
-    session = session_start(user=person)
-
-    async def turns() -> None:
-        client = AsyncClient()
-        await client.aforce_login(person)
-        for warm in range(3):
-            server.queue_text(REPLY)
-            await one_turn(client, session, -warm)
-        log.clear()
-        with log.recording():
-            for number in range(runs):
-                server.queue_text(REPLY)
-                await one_turn(client, session, number)
-
-    asyncio.run(turns())
-    made = dict(log.statements)
-    return made, sum(len(s.milliseconds) for s in made.values()) / runs
-
-
-def _pages(
-    log: StatementLog, person: User, pages: dict[int, int], runs: int
-) -> tuple[dict[Any, Statement], dict[str, tuple[int, float]]]:
-    """The conversation page at SHORT and LONG exchanges and the memory page: each one's
-    statements, size in bytes and p50 ms."""
-    client = Client()
-    client.force_login(person)
-    figures = {}
-    log.clear()
-    for name, path in (
-        (f"conversation page, {SHORT} exchanges", f"/chat/{pages[SHORT]}/"),
-        (f"conversation page, {LONG} exchanges", f"/chat/{pages[LONG]}/"),
-        ("memory page", "/memories/"),
-    ):
-        client.get(path)
-        timings = []
-        for run_number in range(runs):
-            began = time.perf_counter()
-            if run_number == 0:
-                with log.recording():
-                    response = client.get(path)
-            else:
-                response = client.get(path)
-            timings.append((time.perf_counter() - began) * 1000)
-        assert response.status_code == 200, (path, response.status_code)
-        figures[name] = (len(response.content), statistics.median(timings))
-    return dict(log.statements), figures
 
 
 # Printing -----------------------------------------------------------------------------------

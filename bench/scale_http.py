@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.db import connection
 from django.test import Client
@@ -73,16 +74,21 @@ def chatters(user_ids: list[int]) -> list[Chatter]:
 
 
 @contextmanager
-def web_processes(server: ModelServer) -> Iterator[list[int]]:
+def web_processes(server: ModelServer, database: str) -> Iterator[list[int]]:
     """The web app as the run command starts it (its `web` process and whatever that runs:
-    one uvicorn, or one per core), with production settings; yields the pids of every
-    process serving requests, once it answers."""
+    one uvicorn, or one per core), with production settings, on the named database of the
+    benchmark's PostgreSQL; yields the pids of every process serving requests, once it
+    answers."""
     with tempfile.TemporaryDirectory() as data_dir:
         (spec,) = [spec for spec in app_processes("127.0.0.1", PORT, Path(data_dir)) if spec.name == "web"]
         output = Path(data_dir) / "web.log"
         with output.open("wb") as written:
             process = subprocess.Popen(
-                spec.argv, env=_production_env(server), stdout=written, stderr=subprocess.STDOUT, start_new_session=True
+                spec.argv,
+                env=_production_env(server, database),
+                stdout=written,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         try:
             _wait_until_up(f"http://127.0.0.1:{PORT}/healthz")
@@ -108,9 +114,10 @@ def _say_what_went_wrong(output: Path) -> None:
         print(f"  web processes logged {count}x: {kind}", flush=True)
 
 
-def _production_env(server: ModelServer) -> dict[str, str]:
+def _production_env(server: ModelServer, database: str) -> dict[str, str]:
     return {
         **os.environ,
+        "DATABASE_URL": urlsplit(os.environ["DATABASE_URL"])._replace(path=f"/{database}").geturl(),
         "OPENAI_BASE_URL": server.base_url,
         "OPENAI_API_KEY": "bench",
         "LOG_LEVEL": "WARNING",
@@ -210,13 +217,13 @@ def turn_over_http(chatter: Chatter, number: int) -> None:
         raise SystemExit(f"the reply did not end done: {events[-300:]!r}")
 
 
-def cpu_against_floor(server: ModelServer, chatter: Chatter, pairs: int) -> dict[str, Any]:
+def cpu_against_floor(server: ModelServer, chatter: Chatter, pairs: int, *, database: str) -> dict[str, Any]:
     """`pairs` turns and as many floors, alternated, each counted in every process (the
     mean of each, in ms): a turn
     (a message posted and its reply read to the end, over HTTP) against its floor (two bare
     requests to the same web processes, and the same completion the turn asked for,
     streamed from the same model through the SDK)."""
-    with web_processes(server) as web:
+    with web_processes(server, database) as web:
         meter = CpuMeter(web)
         sdk = OpenAI(base_url=server.base_url, api_key="bench", max_retries=0)
         for warm in range(3):
@@ -251,14 +258,16 @@ def _means(samples: list[dict[str, float]]) -> dict[str, float]:
 # Many chats at once -----------------------------------------------------------------------------
 
 
-def first_words(server: ModelServer, people: list[Chatter], bursts: tuple[int, ...]) -> list[dict[str, Any]]:
+def first_words(
+    server: ModelServer, people: list[Chatter], bursts: tuple[int, ...], *, database: str
+) -> list[dict[str, Any]]:
     """For each burst size: that many people post a message at the same moment and follow
     its reply, which the model starts at once and streams over STREAM_SECONDS; the time
     from posting to the first words, whether every reply came in words as it was written
     (not whole at its end, as it does when a reader cannot follow the stream), and the
     CPU the web processes, PostgreSQL and Redis spent meanwhile."""
     results = []
-    with web_processes(server) as web:
+    with web_processes(server, database) as web:
         meter = CpuMeter(web)
         cores = len(os.sched_getaffinity(0))
         for chatter in people[: max(bursts)]:
