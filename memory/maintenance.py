@@ -101,6 +101,8 @@ def memory_history_prune(*, now: datetime | None = None) -> tuple[int, int]:
         MemoryEvent.objects.filter(action=MemoryEvent.Action.EVICTED, before__isnull=False, created_at__lt=cutoff)
         .exclude(Exists(later))
         .exclude(Exists(stored))
+        # Without the events' default order, which would make each event its own row.
+        .order_by()
         .values_list("user_id", "memory_id")
         .distinct()
     )
