@@ -12,8 +12,6 @@ fresh: PROCESSES of them, one after the other, and the figures are medians over 
 
 from __future__ import annotations
 
-import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -24,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.setup import django_for_benchmarks
+from bench.web_app import free_port, production_env, uvicorn_started
 
 PROCESSES = 10
 WARM_REQUESTS = 15
@@ -46,7 +45,7 @@ def main() -> None:
     static_root = tempfile.mkdtemp(prefix="bench-static-")
     subprocess.run(
         [sys.executable, "manage.py", "collectstatic", "--noinput", "--verbosity", "0"],
-        env=_production(static_root, port=0),
+        env=production_env(port=0, STATIC_ROOT=static_root),
         check=True,
     )
 
@@ -54,7 +53,7 @@ def main() -> None:
     for _ in range(PROCESSES):
         for page in PAGES:
             port = free_port()
-            process = _web_process(static_root, port)
+            process = uvicorn_started(production_env(port=port, STATIC_ROOT=static_root), port)
             try:
                 first = _timed(port, page, cookie)
                 warm = statistics.median(_timed(port, page, cookie) for _ in range(WARM_REQUESTS))
@@ -70,52 +69,6 @@ def main() -> None:
         warm = statistics.median(w for _, w in runs)
         ratios = ", ".join(f"{f / w:.2f}" for f, w in runs)
         print(f"{page:<12} {first * 1000:>11.1f} {warm * 1000:>10.1f} {first / warm:>12.2f}x  (each: {ratios})")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _production(static_root: str, *, port: int) -> dict[str, str]:
-    return {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "coach.wiring.settings",
-        "DJANGO_DEBUG": "false",
-        "STATIC_ROOT": static_root,
-        "SECURE_SSL_REDIRECT": "false",
-        "ALLOWED_HOSTS": "127.0.0.1",
-        "SITE_URL": f"http://127.0.0.1:{port}",
-        "EMAIL_HOST": "smtp.example.com",
-        "EMAIL_USE_TLS": "true",
-        "LOG_LEVEL": "WARNING",
-    }
-
-
-def _web_process(static_root: str, port: int) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "coach.wiring.asgi:application",
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-        ],
-        env=_production(static_root, port=port),
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2)
-            return process
-        except OSError:
-            time.sleep(0.1)
-    process.kill()
-    raise SystemExit("uvicorn did not start")
 
 
 def _timed(port: int, path: str, cookie: str) -> float:

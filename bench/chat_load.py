@@ -9,60 +9,34 @@ Imported by bench/chat.py once Django is set up.
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 from django.test import Client
 
 from bench.chat_people import REPLY, STREAM_SECONDS, person
+from bench.web_app import cpu_seconds, production_env, uvicorn_started
 from coach.models import Message
 from coach.services import message_post, session_start
 from offline_coach import ModelServer
 
 
-def web_process(server: ModelServer, port: int) -> subprocess.Popen:
+def web_process(server: ModelServer, port: int) -> subprocess.Popen[bytes]:
     """A uvicorn process of the app, as production runs it; returns once it answers."""
-    env = {
-        **os.environ,
-        "OPENAI_BASE_URL": server.base_url,
-        "OPENAI_API_KEY": "bench",
-        "LOG_LEVEL": "WARNING",
-        "DJANGO_SETTINGS_MODULE": "coach.wiring.settings",
-        # As production runs: no debug query log, no debug templates. Plain HTTP here,
-        # where production sits behind TLS.
-        "DJANGO_DEBUG": "false",
-        "SECURE_SSL_REDIRECT": "false",
-        "ALLOWED_HOSTS": "127.0.0.1,localhost",
-        "SITE_URL": f"http://127.0.0.1:{port}",
-        # Required in production; nothing is mailed here.
-        "EMAIL_HOST": "smtp.example.com",
-        "EMAIL_USE_TLS": "true",
+    env = production_env(
+        port=port,
+        OPENAI_BASE_URL=server.base_url,
+        OPENAI_API_KEY="bench",
         # A benchmark person reloads far more often than any limit lets a real one.
-        "COACH_MAX_OPEN_STREAMS": "100000",
+        COACH_MAX_OPEN_STREAMS="100000",
         # Stopped between measurements mid-reply: the replies it is writing need not be
         # finished (a production stop waits up to 30 s for them).
-        "SHUTDOWN_GRACE_SECONDS": "1",
-    }
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "coach.wiring.asgi:application",
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-        ],
-        env=env,
+        SHUTDOWN_GRACE_SECONDS="1",
     )
-    _wait_until_up(f"http://127.0.0.1:{port}/healthz")
-    return process
+    return uvicorn_started(env, port)
 
 
 def waiting_messages(prefix: str, count: int) -> list[tuple[str, str, Message]]:
@@ -92,7 +66,7 @@ def measure_concurrent_streams(server: ModelServer, streams: int, ramp_seconds: 
         for _ in range(streams):
             # The first words go out at once; the rest take the model 2 seconds.
             server.queue_text(REPLY, chunk_delay_seconds=STREAM_SECONDS / len(words))
-        cpu_before = sum(_cpu_seconds(process.pid) for process in web)
+        cpu_before = sum(cpu_seconds(process.pid) for process in web)
         began = time.perf_counter()
         plan = {
             "port": ports[0],
@@ -110,7 +84,7 @@ def measure_concurrent_streams(server: ModelServer, streams: int, ramp_seconds: 
         }
         results = _follow_in_own_process(plan)
         wall = time.perf_counter() - began
-        app_cpu = sum(_cpu_seconds(process.pid) for process in web) - cpu_before
+        app_cpu = sum(cpu_seconds(process.pid) for process in web) - cpu_before
     finally:
         for process in web:
             process.terminate()
@@ -227,20 +201,3 @@ def _follow_in_own_process(plan: dict) -> list[tuple[float, float, bool]]:
         [sys.executable, str(client)], input=json.dumps(plan), capture_output=True, text=True, timeout=300, check=True
     )
     return json.loads(result.stdout)
-
-
-def _cpu_seconds(pid: int) -> float:
-    """User and system CPU time a process has used, from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _wait_until_up(url: str) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(url, timeout=1)
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise SystemExit("uvicorn did not start")

@@ -10,7 +10,6 @@ import http.client
 import os
 import re
 import secrets
-import socket
 import statistics
 import subprocess
 import tempfile
@@ -27,23 +26,16 @@ from django.test import Client
 from openai import OpenAI
 
 from accounts.models import User
-from bench.chat_load import _cpu_seconds, _follow_in_own_process, _wait_until_up
+from bench.chat_load import _follow_in_own_process
 from bench.chat_people import REPLY, STREAM_SECONDS
+from bench.web_app import cpu_seconds, free_port, production_env, wait_until_up
 from coach.services import session_start
 from coach.wiring.supervisor import app_processes
 from infra.redis import redis_sync
 from offline_coach import ModelServer
 
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 # A port of its own, so another benchmark or app on this machine is left alone.
-PORT = _free_port()
+PORT = free_port()
 STREAM_PATH = re.compile(r'data-stream-url="([^"]+)"')
 
 
@@ -91,7 +83,7 @@ def web_processes(server: ModelServer, database: str) -> Iterator[list[int]]:
                 start_new_session=True,
             )
         try:
-            _wait_until_up(f"http://127.0.0.1:{PORT}/healthz")
+            wait_until_up(f"http://127.0.0.1:{PORT}/healthz")
             # Every worker a parent starts answers once the parent's port does; their first
             # requests warm them all.
             for _ in range(20):
@@ -115,25 +107,17 @@ def _say_what_went_wrong(output: Path) -> None:
 
 
 def _production_env(server: ModelServer, database: str) -> dict[str, str]:
-    return {
-        **os.environ,
-        "DATABASE_URL": urlsplit(os.environ["DATABASE_URL"])._replace(path=f"/{database}").geturl(),
-        "OPENAI_BASE_URL": server.base_url,
-        "OPENAI_API_KEY": "bench",
-        "LOG_LEVEL": "WARNING",
-        "DJANGO_SETTINGS_MODULE": "coach.wiring.settings",
-        "DJANGO_DEBUG": "false",
-        "SECURE_SSL_REDIRECT": "false",
-        "ALLOWED_HOSTS": "127.0.0.1,localhost",
-        "SITE_URL": f"http://127.0.0.1:{PORT}",
-        "EMAIL_HOST": "smtp.example.com",
-        "EMAIL_USE_TLS": "true",
+    return production_env(
+        port=PORT,
+        DATABASE_URL=urlsplit(os.environ["DATABASE_URL"])._replace(path=f"/{database}").geturl(),
+        OPENAI_BASE_URL=server.base_url,
+        OPENAI_API_KEY="bench",
         # A benchmark person chats far faster than any limit lets a real one.
-        "COACH_MAX_OPEN_STREAMS": "100000",
-        "COACH_MESSAGES_PER_MINUTE": "100000",
-        "SHUTDOWN_GRACE_SECONDS": "1",
-        "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
-    }
+        COACH_MAX_OPEN_STREAMS="100000",
+        COACH_MESSAGES_PER_MINUTE="100000",
+        SHUTDOWN_GRACE_SECONDS="1",
+        PYTHONPATH=str(Path(__file__).resolve().parent.parent),
+    )
 
 
 def _serving(pid: int) -> list[int]:
@@ -159,13 +143,13 @@ class CpuMeter:
 
     def read(self) -> dict[str, float]:
         postgres = _cpu_with_reaped(self.postmaster) + sum(
-            _cpu_seconds(int(child)) for child in _children(self.postmaster)
+            cpu_seconds(int(child)) for child in _children(self.postmaster)
         )
         return {
             "bench": time.process_time(),
-            "web": sum(_cpu_seconds(pid) for pid in self.web),
+            "web": sum(cpu_seconds(pid) for pid in self.web),
             "postgres": postgres,
-            "redis": _cpu_seconds(self.redis),
+            "redis": cpu_seconds(self.redis),
         }
 
     @staticmethod

@@ -20,8 +20,8 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.account_page import free_port
 from bench.setup import django_for_benchmarks
+from bench.web_app import free_port
 from tests.chromium import CHROMIUM_ARGS, CHROMIUM_PATH
 
 REPO = Path(__file__).resolve().parent.parent
