@@ -11,7 +11,7 @@ statement without a change to it.
 
 Only Django's public API: the model's `_meta` for its fields, each field's own
 `from_db_value`, `pre_save`, `get_db_prep_save` and `db_type`, and `Model.from_db` for the
-instances read, so an upgrade of Django changes none of it unannounced.
+instances made, so an upgrade of Django changes none of it unannounced.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from functools import cache
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections
-from django.db.models import CharField, Field, Model
+from django.db.models import AutoField, CharField, Field, Model
 from psycopg import sql
 
 
@@ -84,8 +84,21 @@ def insert_parameters(instance: Model, prefix: str = "insert") -> dict[str, Any]
     }
 
 
+def saved[M: Model](instance: M, pk: int) -> M:
+    """The instance written by SQL (its values prepared by `insert_parameters`), as the
+    database now holds it under `pk`: a new instance, made as a read makes one, so Django
+    knows it saved. Relations set on `instance` are not carried over: set them again."""
+    model = type(instance)
+    fields = stored_fields(model)
+    values = [pk if field.primary_key else getattr(instance, field.attname) for field in fields]
+    return model.from_db(DEFAULT_DB_ALIAS, [field.attname for field in fields], values)
+
+
 def saved_as(instance: Model, pk: int) -> None:
-    """Mark an instance written by SQL as saved under `pk`, as `save()` leaves it."""
+    """Mark an instance written by SQL as saved under `pk`, as `save()` leaves it.
+
+    Writes Django's private instance state: kept only for the memory statements, which
+    are moving to the ORM's own saves; everything else takes `saved`."""
     instance.pk = pk
     instance._state.adding, instance._state.db = False, DEFAULT_DB_ALIAS
 
@@ -139,7 +152,8 @@ def stored_fields(model: type[Model], without: tuple[str, ...] = ()) -> tuple[Fi
 
 @cache
 def _insert_fields(model: type[Model]) -> tuple[Field[Any, Any], ...]:
-    return tuple(field for field in stored_fields(model) if field is not model._meta.auto_field)
+    # AutoField stands for every auto-incremented kind (BigAutoField, SmallAutoField).
+    return tuple(field for field in stored_fields(model) if not isinstance(field, AutoField))
 
 
 @dataclass(frozen=True)
