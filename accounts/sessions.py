@@ -50,6 +50,9 @@ def owner_loaded_with_session(user_id: Any) -> User | None:
 
 
 class SessionStore(DatabaseSessionStore[LoginSession]):
+    """Django's database store, through its documented extension points alone: the model
+    (`get_model_class`, `create_model_instance`) and the read (`load`, `aload`)."""
+
     @classmethod
     def get_model_class(cls) -> type[LoginSession]:
         return LoginSession
@@ -68,38 +71,57 @@ class SessionStore(DatabaseSessionStore[LoginSession]):
         session. The session is then loaded as on any request, its read taken from this
         statement, so the caller's read costs no query of its own. None too (nothing
         read) where the session was loaded already or has no key."""
-        if self.session_key is None or hasattr(self, "_session_cache"):
+        if self.session_key is None or self._loaded:
             return None
         statement = _session_with_owner_sql(columns.as_string(), joins.as_string())
         with connection.cursor() as cursor:
             cursor.execute(statement, {**parameters, "session_key": self.session_key, "now": timezone.now()})
             row = cursor.fetchone()
-        session, more = (None, None) if row is None else _session_with_owner_from_row(row)
-        self._read_already = session
-        self._get_session()  # type: ignore[attr-defined]  # Django's session loader, missing from django-stubs
+        self._read_already, more = (None, None) if row is None else _session_with_owner_from_row(row)
+        # Any read of the session loads it (SessionBase calls load() on the first read of
+        # a session it has not loaded), and load() takes the session just read.
+        self.keys()
+        # Not taken if the session was emptied or made anew before (load() is not called).
+        self._read_already = _UNREAD
         return more
 
-    def _get_session_from_db(self) -> LoginSession | None:
+    def load(self) -> dict[str, Any]:
         # Read with its owner, kept for the backend to take. Every signed-in request makes
         # this read: as SQL, 0.8 ms; by the ORM (LoginSession's manager), 2.0 ms; with a
         # reply's message, 1.6 ms against 4.4 (bench/statements.py).
-        session: LoginSession | None = self.__dict__.pop("_read_already", _UNREAD)
+        self._loaded = True
+        session, self._read_already = self._read_already, _UNREAD
         if session is _UNREAD:
             with connection.cursor() as cursor:
                 statement = _session_with_owner_sql("", "")
                 cursor.execute(statement, {"session_key": self.session_key, "now": timezone.now()})
                 row = cursor.fetchone()
             session = None if row is None else _session_with_owner_from_row(row)[0]
-        if session is None:
-            self._session_key = None
-        _owner_loaded.set(session.user if session is not None else None)
-        return session
+        if not isinstance(session, LoginSession):
+            # No such session, or an expired one: Django's own load, which finds none
+            # either and forgets the key, so that a save makes a new session rather than
+            # failing on the one gone. A query more, only for a cookie whose session is gone.
+            _owner_loaded.set(None)
+            return super().load()
+        _owner_loaded.set(session.user)
+        return self.decode(session.session_data)
 
-    async def _aget_session_from_db(self) -> LoginSession | None:
-        # Django's, missing from django-stubs.
-        session: LoginSession | None = await super()._aget_session_from_db()  # type: ignore[misc]
-        _owner_loaded.set(session.user if session is not None else None)
-        return session
+    async def aload(self) -> dict[str, Any]:
+        # By the ORM, the owner read in the same query (LoginSession's manager).
+        self._loaded = True
+        try:
+            session = await LoginSession.objects.aget(session_key=self.session_key, expire_date__gt=timezone.now())
+        except LoginSession.DoesNotExist:
+            _owner_loaded.set(None)
+            return await super().aload()  # as in load()
+        _owner_loaded.set(session.user)
+        return self.decode(session.session_data)
+
+    # What load_with read for load() to take (a LoginSession, or None for none);
+    # _UNREAD when load() reads it itself.
+    _read_already: object = _UNREAD
+    # Set by the first load: SessionBase loads a session once, as it is first read.
+    _loaded = False
 
 
 @cache

@@ -163,12 +163,13 @@ def reply_save(
     reply = _reply(attempt, text=text, status=Status.COMPLETE, now=now, tokens=tokens)
     # One statement, in no transaction of its own, unless a part-reply goes with it.
     with transaction.atomic() if attempt.continues is not None else contextlib.nullcontext():
-        if not reply_add_if_held(
+        saved = reply_add_if_held(
             message_id=attempt.message_id, session_id=attempt.session_id, token=attempt.token, reply=reply, now=now
-        ):
+        )
+        if saved is None:
             raise TurnLost(f"message {attempt.message_id} is no longer held by this attempt")
         _part_reply_replaced(attempt)
-    return reply
+    return saved
 
 
 def reply_of(*, attempt: Attempt) -> Message | None:

@@ -179,14 +179,14 @@ def _message_added(
         )
         if found is not None:
             found.session = session
-        if not added:
+        if added is None:
             # The same submission again: it was not added, and the one there is found.
             assert found is not None
             return found
         if found is not None and found.content == text and found.status in UNANSWERED:
             # The same words again while the first are unanswered (two tabs): taken back.
             raise _SentAlready(found)
-    return message
+    return added
 
 
 def session_delete(*, user: User, session_id: int) -> list[int] | None:

@@ -13,7 +13,7 @@ from functools import cache
 from typing import TYPE_CHECKING, TypedDict, cast
 
 from django.contrib.auth import get_user_model
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection
 from psycopg import sql
 
 from coach.models import UNANSWERED, ChatSession, Message
@@ -24,7 +24,7 @@ from infra.rows import (
     insert_columns,
     insert_parameters,
     insert_placeholders,
-    saved_as,
+    saved,
     table,
     text,
     update_assignments,
@@ -72,14 +72,14 @@ def session_locked(*, user_id: int, session_id: int) -> SessionWithRunningTurns 
 
 def message_add_unless_sent(
     *, message: Message, session: ChatSession, session_fields: Sequence[str], since: datetime
-) -> tuple[bool, Message | None]:
+) -> tuple[Message | None, Message | None]:
     """Insert the person's `message` and save `session_fields` of its conversation, unless
     a submission with the message's client id is there already, in one statement that
     also reads what may have been sent already: that submission if there is one, else the
     person's newest message written after `since`, if any.
 
-    (whether it was inserted, what was found): an inserted message comes back saved, with
-    its id. Whether a message found by its text is the same one, only the caller can tell
+    (the message as saved, with its id and its `session`, None if not inserted; what was
+    found). Whether a message found by its text is the same one, only the caller can tell
     (the text is encrypted): it undoes the insert by ending its transaction."""
     assignments, session_values = update_assignments(session, session_fields, "session")
     parameters = {
@@ -93,9 +93,11 @@ def message_add_unless_sent(
     with connection.cursor() as cursor:
         cursor.execute(_message_add_unless_sent_sql(assignments.as_string()), parameters)
         pk, *found = cursor.fetchone()
+    added = None
     if pk is not None:
-        saved_as(message, pk)
-    return pk is not None, None if found[0] is None else from_row(Message, found)
+        added = saved(message, pk)
+        added.session = session
+    return added, None if found[0] is None else from_row(Message, found)
 
 
 def message_claimed(*, message_id: int, user_id: int, token: uuid.UUID, now: datetime, by: str) -> Message | None:
@@ -138,10 +140,13 @@ def messages_before(*, message: Message, limit: int, from_id: int | None = None)
         return [from_row(Message, row) for row in cursor.fetchall()]
 
 
-def reply_add_if_held(*, message_id: int, session_id: int, token: uuid.UUID, reply: Message, now: datetime) -> bool:
+def reply_add_if_held(
+    *, message_id: int, session_id: int, token: uuid.UUID, reply: Message, now: datetime
+) -> Message | None:
     """Mark the message answered, add its `reply` and bring its conversation's times up to
-    `now`, all or nothing, in one statement: only while the attempt `token` still holds it
-    (False when it does not, and nothing changed)."""
+    `now`, all or nothing, in one statement: only while the attempt `token` still holds it.
+    The reply as saved, with its id; None when the attempt no longer holds the message,
+    and nothing changed."""
     parameters = {
         "answered": Status.ANSWERED,
         "answering": Status.ANSWERING,
@@ -154,10 +159,7 @@ def reply_add_if_held(*, message_id: int, session_id: int, token: uuid.UUID, rep
     with connection.cursor() as cursor:
         cursor.execute(_sql().reply_add_if_held, parameters)
         row = cursor.fetchone()
-    if row is None:
-        return False
-    saved_as(reply, row[0])
-    return True
+    return None if row is None else saved(reply, row[0])
 
 
 # What a reader of a reply needs of its message: no text to decrypt.
@@ -180,7 +182,7 @@ def message_to_follow_from(values: Sequence[object], *, user_id: int) -> Message
     owner_id, *message = values
     if owner_id != user_id or message[0] is None:
         return None
-    return Message.from_db(connection.alias, FOLLOWED, message)
+    return Message.from_db(DEFAULT_DB_ALIAS, FOLLOWED, message)
 
 
 # The first key of the advisory lock on a person's turns (the second is their id): any

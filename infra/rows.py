@@ -8,6 +8,10 @@ statement is written as SQL, composed with psycopg.sql from these helpers: its c
 how each value is prepared (encryption included) and how each is read back (decryption
 included) come from the model, so a column added to a model is read and written by every
 statement without a change to it.
+
+Only Django's public API: the model's `_meta` for its fields, each field's own
+`from_db_value`, `pre_save`, `get_db_prep_save` and `db_type`, and `Model.from_db` for the
+instances made, so an upgrade of Django changes none of it unannounced.
 """
 
 from __future__ import annotations
@@ -18,8 +22,7 @@ from functools import cache
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections
-from django.db.models import CharField, Field, Model
-from django.db.models.expressions import Col
+from django.db.models import AutoField, CharField, Field, Model
 from psycopg import sql
 
 
@@ -46,9 +49,9 @@ def from_row[M: Model](model: type[M], values: Sequence[Any], *, without: tuple[
         raise ValueError(f"{model.__name__} has {len(reading.attnames)} columns to read, the row {len(values)}")
     connection = connections[DEFAULT_DB_ALIAS]
     converted = list(values)
-    for index, column, converters in reading.converters:
-        for convert in converters:
-            converted[index] = convert(converted[index], column, connection)
+    for index, field, convert in reading.converters:
+        # The field stands for the expression it was read by: each is a plain column of it.
+        converted[index] = convert(converted[index], field, connection)
     return model.from_db(DEFAULT_DB_ALIAS, reading.attnames, converted)
 
 
@@ -81,8 +84,21 @@ def insert_parameters(instance: Model, prefix: str = "insert") -> dict[str, Any]
     }
 
 
+def saved[M: Model](instance: M, pk: int) -> M:
+    """The instance written by SQL (its values prepared by `insert_parameters`), as the
+    database now holds it under `pk`: a new instance, made as a read makes one, so Django
+    knows it saved. Relations set on `instance` are not carried over: set them again."""
+    model = type(instance)
+    fields = stored_fields(model)
+    values = [pk if field.primary_key else getattr(instance, field.attname) for field in fields]
+    return model.from_db(DEFAULT_DB_ALIAS, [field.attname for field in fields], values)
+
+
 def saved_as(instance: Model, pk: int) -> None:
-    """Mark an instance written by SQL as saved under `pk`, as `save()` leaves it."""
+    """Mark an instance written by SQL as saved under `pk`, as `save()` leaves it.
+
+    Writes Django's private instance state: kept only for the memory statements, which
+    are moving to the ORM's own saves; everything else takes `saved`."""
     instance.pk = pk
     instance._state.adding, instance._state.db = False, DEFAULT_DB_ALIAS
 
@@ -118,11 +134,12 @@ def _column(field: Field[Any, Any]) -> str:
 
 
 def _cast_type(field: Field[Any, Any]) -> str:
-    connection = connections[DEFAULT_DB_ALIAS]
     if isinstance(field, CharField):
-        without_length: str = connection.ops.cast_char_field_without_max_length
-        return without_length
-    cast_type = field.cast_db_type(connection)
+        # PostgreSQL's text, not the column's varchar(n): a cast to varchar(n) silently cuts
+        # a longer value to n characters, where the column itself refuses it, as it does
+        # what the ORM saves. (PostgreSQL is the one database the app runs on.)
+        return "text"
+    cast_type = field.db_type(connections[DEFAULT_DB_ALIAS])
     if cast_type is None:
         raise TypeError(f"{field} has no column type")
     return cast_type
@@ -135,24 +152,22 @@ def stored_fields(model: type[Model], without: tuple[str, ...] = ()) -> tuple[Fi
 
 @cache
 def _insert_fields(model: type[Model]) -> tuple[Field[Any, Any], ...]:
-    return tuple(field for field in stored_fields(model) if field is not model._meta.auto_field)
+    # AutoField stands for every auto-incremented kind (BigAutoField, SmallAutoField).
+    return tuple(field for field in stored_fields(model) if not isinstance(field, AutoField))
 
 
 @dataclass(frozen=True)
 class _Reading:
     attnames: list[str]
-    # Only the columns whose values are converted (most are not), by their place in a row.
-    converters: tuple[tuple[int, Col, tuple[Callable[..., Any], ...]], ...]
+    # Only the columns whose fields convert what the database returns (most do not: on
+    # PostgreSQL the driver returns each type as Django reads it), by their place in a row.
+    converters: tuple[tuple[int, Field[Any, Any], Callable[[Any, Any, Any], Any]], ...]
 
 
 @cache
 def _reading(model: type[Model], without: tuple[str, ...]) -> _Reading:
-    connection = connections[DEFAULT_DB_ALIAS]
     fields = stored_fields(model, without)
-    converters = []
-    for index, field in enumerate(fields):
-        column = field.get_col(model._meta.db_table)
-        found = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
-        if found:
-            converters.append((index, column, tuple(found)))
-    return _Reading(attnames=[field.attname for field in fields], converters=tuple(converters))
+    converters = tuple(
+        (index, field, field.from_db_value) for index, field in enumerate(fields) if hasattr(field, "from_db_value")
+    )
+    return _Reading(attnames=[field.attname for field in fields], converters=converters)

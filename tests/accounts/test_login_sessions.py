@@ -191,3 +191,11 @@ def test_a_session_an_async_login_left_without_an_owner_is_given_one_or_deleted(
 
     assert LoginSession.objects.get(session_key=kept).user_id == user.pk
     assert not LoginSession.objects.filter(session_key=orphaned).exists()
+
+
+@pytest.mark.parametrize("load", [SessionStore.load, async_to_sync(SessionStore.aload)], ids=["sync", "async"])
+def test_a_session_gone_is_forgotten_so_that_a_save_makes_a_new_one(load) -> None:
+    store = SessionStore("gone" * 8)
+
+    assert load(store) == {}
+    assert store.session_key is None

@@ -19,6 +19,7 @@ from infra.rows import (
     insert_columns,
     insert_parameters,
     insert_placeholders,
+    saved,
     table,
     text,
 )
@@ -80,8 +81,10 @@ def test_a_row_written_by_sql_is_stored_as_a_save_stores_it(user: User) -> None:
         pk, stored = cursor.fetchone()
 
     assert "Secret" not in stored
-    saved = Message.objects.get(pk=pk)
-    assert (saved.content, saved.error, saved.client_id, saved.reply_to_id) == ("Secret plan", "", None, None)
+    row = Message.objects.get(pk=pk)
+    assert (row.content, row.error, row.client_id, row.reply_to_id) == ("Secret plan", "", None, None)
+    # And handed back as the instance a read of that row makes.
+    assert field_values(saved(unsaved, pk)) == field_values(row)
 
 
 def test_a_row_of_the_wrong_length_is_refused_not_read_into_the_wrong_fields() -> None:
