@@ -9,8 +9,10 @@ searched through the model's tool, the prompt's memories and emails), for a pers
 memories and a few emails, against one PostgreSQL (a database per tree, each migrated by
 its own tree) and the offline coach's bag of words for embeddings (an instant model, so
 what is timed is the app). Each round starts one process per tree; the figure is the
-median of the rounds' medians. The criterion the code follows: hand-written SQL stays only
-where it saves at least 20% of its path or 1 ms of a turn.
+median of the rounds' medians. The criterion the code follows (docs/architecture.md, SQL):
+hand-written SQL stays only where a person meets what it saves, around a reply and on
+every signed-in request; a memory tool call's or a prompt's reads, each part of a wait for
+a model that takes seconds, are the ORM's, and this measures what that costs.
 
 A benchmark, not a test: it prints a table.
 """
