@@ -33,7 +33,6 @@ from emails.schedule import (
     SendingWindow,
     next_nudge_time,
 )
-from emails.statements import emails_sent_lately
 from infra.rows import table, text
 from memory.context import SentEmail
 from memory.models import Memory, ProspectiveStatus, Tier
@@ -45,6 +44,9 @@ if TYPE_CHECKING:
 LAST_EMAILS = 5
 # Coach-initiated emails: the ones a person's frequency and the gaps between emails govern.
 UNPROMPTED_KINDS = (Email.Kind.NUDGE, Email.Kind.CHECK_IN)
+# What a prompt quotes of an email: its kind, subject, first line and date. The rest (the
+# HTML, the embedding, the sending's bookkeeping) is neither read nor decrypted.
+QUOTED = ("kind", "subject", "body_text", "sent_at", "created_at")
 
 
 @dataclass(frozen=True)
@@ -69,10 +71,14 @@ def emails_recently_sent(*, user: User, limit: int = LAST_EMAILS) -> list[Email]
     return list(emails_sent_to_user(user=user)[:limit])
 
 
+def emails_sent_lately(*, user: User, limit: int = LAST_EMAILS) -> list[Email]:
+    """emails_recently_sent with only what a prompt quotes: every turn reads them."""
+    return list(emails_sent_to_user(user=user).only(*QUOTED)[:limit])
+
+
 def sent_emails_for_prompt(user: User) -> list[SentEmail]:
-    """The last emails sent to the person as a prompt's memory block quotes them. Every
-    turn asks, so it is read by SQL, with only what is quoted."""
-    return [quoted(email) for email in emails_sent_lately(user_id=user.pk, limit=LAST_EMAILS)]
+    """The last emails sent to the person as a prompt's memory block quotes them."""
+    return [quoted(email) for email in emails_sent_lately(user=user)]
 
 
 def quoted(email: Email) -> SentEmail:

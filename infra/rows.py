@@ -60,16 +60,13 @@ def insert_columns(model: type[Model]) -> sql.Composed:
     return sql.SQL(", ").join([sql.Identifier(_column(field)) for field in _insert_fields(model)])
 
 
-def insert_placeholders(model: type[Model], prefix: str = "insert", *, linked: str | None = None) -> sql.Composed:
+def insert_placeholders(model: type[Model], prefix: str = "insert") -> sql.Composed:
     """Placeholders for `insert_columns`, each cast to its column's type: a value that
     reaches an insert through a SELECT is not typed by the column it lands in. Text is cast
     without its length, so one too long fails on the column, as through the ORM, rather
-    than being cut short by the cast. The field `linked` names, if any, takes `linked.id`
-    instead (the row it points at is inserted by the same statement)."""
+    than being cut short by the cast."""
     return sql.SQL(", ").join(
-        sql.SQL("linked.id")
-        if linked in (field.name, field.attname)
-        else sql.SQL("{}::{}").format(sql.Placeholder(f"{prefix}_{index}"), sql.SQL(_cast_type(field)))
+        sql.SQL("{}::{}").format(sql.Placeholder(f"{prefix}_{index}"), sql.SQL(_cast_type(field)))
         for index, field in enumerate(_insert_fields(model))
     )
 
@@ -92,15 +89,6 @@ def saved[M: Model](instance: M, pk: int) -> M:
     fields = stored_fields(model)
     values = [pk if field.primary_key else getattr(instance, field.attname) for field in fields]
     return model.from_db(DEFAULT_DB_ALIAS, [field.attname for field in fields], values)
-
-
-def saved_as(instance: Model, pk: int) -> None:
-    """Mark an instance written by SQL as saved under `pk`, as `save()` leaves it.
-
-    Writes Django's private instance state: kept only for the memory statements, which
-    are moving to the ORM's own saves; everything else takes `saved`."""
-    instance.pk = pk
-    instance._state.adding, instance._state.db = False, DEFAULT_DB_ALIAS
 
 
 def update_assignments(instance: Model, field_names: Sequence[str], prefix: str) -> tuple[sql.Composed, dict[str, Any]]:

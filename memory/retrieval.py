@@ -33,7 +33,6 @@ from psycopg import sql
 from infra.hashed_words import any_of, query_words
 from infra.rows import columns, from_row, table
 from memory.models import Memory
-from memory.statements import NOT_IN_A_MATCH
 
 # Reciprocal rank fusion's constant (Cormack et al., 2009): damps the top ranks' lead.
 RRF_K = 60
@@ -42,6 +41,13 @@ DEPTH = 50
 # BM25's usual constants: how soon a word's repeats stop counting, how much length does.
 BM25_K1 = 1.2
 BM25_B = 0.75
+# A match of a similarity search is shown and recorded by its id, key, tier, category and
+# summary alone: the rest (the note itself, the longest text) is neither read nor decrypted.
+NOT_IN_A_MATCH = tuple(
+    field.name
+    for field in Memory._meta.concrete_fields
+    if field.name not in {"id", "key", "tier", "category", "summary"}
+)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 
 from django.db.models import Exists, OuterRef, QuerySet
 
-from memory import statements
 from memory.models import (
     Memory,
     MemoryEvent,
@@ -57,13 +56,18 @@ def memories_protected(*, user: User) -> list[Memory]:
 
 def memory_facts_for_user(*, user: User) -> list[MemoryFacts]:
     """The policy's view of a person's store: plain columns, nothing decrypted."""
-    return statements.facts_of(user_id=user.pk)
+    rows = Memory.objects.filter(user=user).values_list("pk", "source", "category", "tier", "updated_at")
+    return [
+        MemoryFacts(ref=pk, source=source, category=category, tier=tier, updated_at=at)
+        for pk, source, category, tier, at in rows
+    ]
 
 
 def memory_by_key(*, user: User, key: str, in_use_only: bool = False) -> Memory | None:
     """The person's memory named `key`, found by its digest (keys are encrypted), without
     its embedding."""
-    return statements.memory_keyed(user_id=user.pk, digest=key_digest(user.pk, key), in_use_only=in_use_only)
+    memories = memory_list_for_user(user=user, in_use_only=in_use_only)
+    return memories.filter(key_digest=key_digest(user.pk, key)).first()
 
 
 def memories_by_similarity(

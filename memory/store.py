@@ -17,10 +17,9 @@ from django.utils import timezone
 from infra.llm import Embedding
 from memory.drafts import MemoryDraft, MemoryFull, MemoryNoRoom, MemoryOff
 from memory.keys import is_neutral, needs_neutral_key, neutral_key
-from memory.models import Memory, MemoryEvent, key_digest
+from memory.models import Memory, MemoryEvent
 from memory.policy import Eviction, MemoryFacts, coach_write_refusal, person_write_refusal, plan_eviction
 from memory.selectors import memory_facts_for_user
-from memory.statements import memory_enabled_locked, memory_keyed, memory_with_event_insert
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -33,7 +32,8 @@ def lock_user(user: User, *, actor: str | None = None) -> None:
     so two concurrent saves must not both plan against the same 60 rows. A write by the
     coach is refused (MemoryOff) while the person has memory off, read from the row it
     locks, so no write slips in after they turned it off."""
-    _refuse_if_off(memory_enabled_locked(user_id=user.pk), actor=actor)
+    people = get_user_model().objects.select_for_update().filter(pk=user.pk)
+    _refuse_if_off(people.values_list("memory_enabled", flat=True).get(), actor=actor)
 
 
 def lock_user_for_key(user: User, key: str, *, actor: str) -> tuple[list[MemoryFacts], Memory | None]:
@@ -41,7 +41,7 @@ def lock_user_for_key(user: User, key: str, *, actor: str) -> tuple[list[MemoryF
     and locked too): what a write by key reads. Read after the lock, so each sees what
     the write it waited for left."""
     lock_user(user, actor=actor)
-    keyed = memory_keyed(user_id=user.pk, digest=key_digest(user.pk, key), locked=True)
+    keyed = Memory.objects.keyed(user.pk, key).select_for_update(of=("self",)).first()
     return store_facts(user), keyed
 
 
@@ -51,13 +51,9 @@ def _refuse_if_off(memory_enabled: bool, *, actor: str | None) -> None:
 
 
 def write_memory(memory: Memory, event: MemoryEvent) -> None:
-    """Write the row of a memory a draft was applied to, and the event recording it: a new
-    one (most saves are) with its event in one statement, a changed one saved, then its
-    event added."""
-    if memory._state.adding:
-        memory.set_key_digest()
-        memory_with_event_insert(memory, event)
-        return
+    """Write the row of a memory a draft was applied to (inserted if new, else updated),
+    then the event recording it, which points at the memory's id: two statements in the
+    caller's transaction, both instances left saved."""
     memory.save()
     event.memory_id = memory.pk
     event.save(force_insert=True)

@@ -11,9 +11,8 @@ from django.utils import timezone
 
 from accounts.models import User
 from coach.communication import sent_emails_for
-from emails.models import Email
-from emails.selectors import LAST_EMAILS, emails_recently_sent
-from emails.statements import NOT_QUOTED, emails_sent_lately
+from emails.models import WENT_OUT, Email
+from emails.selectors import LAST_EMAILS, QUOTED, emails_sent_lately
 from memory.context import EMAILS_HEADER, MemoryContext, assemble_memory_context
 from memory.memory_lines import day_said
 from tests.emails.factories import make_email
@@ -131,11 +130,12 @@ def test_the_prompts_emails_are_read_in_one_query_with_only_what_is_quoted(
     make_email(user, period_key="queued", subject="Not sent yet", body="Hi Ada,\n\nNot yet.")
 
     with django_assert_num_queries(1):
-        read = emails_sent_lately(user_id=user.pk, limit=LAST_EMAILS)
+        read = emails_sent_lately(user=user, limit=LAST_EMAILS)
 
-    expected = emails_recently_sent(user=user)
+    went_out = Email.objects.filter(user=user, status__in=WENT_OUT)
+    expected = sorted(went_out, key=lambda e: (e.sent_at, e.created_at, e.pk), reverse=True)[:LAST_EMAILS]
     assert [e.pk for e in read] == [e.pk for e in expected] and len(read) == LAST_EMAILS
     quoted = [(e.kind, e.subject, e.body_text, e.sent_at, e.created_at) for e in expected]
     assert [(e.kind, e.subject, e.body_text, e.sent_at, e.created_at) for e in read] == quoted
-    not_read = {Email._meta.get_field(name).attname for name in NOT_QUOTED}
+    not_read = {field.attname for field in Email._meta.concrete_fields if field.name not in {"id", *QUOTED}}
     assert read[0].get_deferred_fields() == not_read >= {"body_html", "embedding", "status", "user_id"}

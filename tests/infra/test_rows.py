@@ -104,11 +104,3 @@ def test_text_too_long_for_its_column_fails_as_through_the_orm_rather_than_being
             text(insert),
             insert_parameters(unsaved),
         )
-
-
-def test_a_linked_row_takes_the_new_id_by_its_foreign_key_named_either_way() -> None:
-    by_name = insert_placeholders(Message, "child", linked="session").as_string()
-    by_column = insert_placeholders(Message, "child", linked="session_id").as_string()
-
-    assert by_name == by_column and by_name.count("linked.id") == 1
-    assert "linked.id" not in insert_placeholders(Message, "child").as_string()

@@ -316,7 +316,7 @@ def test_a_new_memory_is_one_transaction_after_its_reads_and_one_embedding(
     # meaning, one statement); then, in one transaction, the person's row locked (where a
     # turn's call asks whether the turn is still under way: ToolContext.writing), and within
     # it the write as every writer makes it: the row locked again, the key (locked) and the
-    # store read after it, and the memory written with its event.
+    # store read after it, then the memory and its event inserted.
     statements = [query["sql"].split()[0] for query in captured.captured_queries]
     assert statements == [
         *["SELECT"] * 2,
@@ -325,7 +325,7 @@ def test_a_new_memory_is_one_transaction_after_its_reads_and_one_embedding(
         "SELECT",
         "SAVEPOINT",
         *["SELECT"] * 3,
-        "WITH",
+        *["INSERT"] * 2,
         "RELEASE",
         "COMMIT",
     ]
