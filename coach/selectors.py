@@ -71,7 +71,11 @@ def exchanges_before(*, session: ChatSession, before: int | None, count: int) ->
         said = said.filter(pk__lt=before)
     latest = list(said.order_by("-pk")[: count + 1])
     shown = latest[:count]
-    replies = Message.objects.filter(session=session, reply_to_id__in=[m.pk for m in shown])
+    # A reply is written after its message: the range from the oldest shown bounds the
+    # read to the page's end of the conversation, whichever index serves it.
+    replies = Message.objects.filter(
+        session=session, reply_to_id__in=[m.pk for m in shown], pk__gt=min((m.pk for m in shown), default=0)
+    )
     return sorted([*shown, *replies], key=lambda m: (m.created_at, m.pk)), len(latest) > count
 
 
