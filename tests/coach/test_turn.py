@@ -309,7 +309,12 @@ def test_retry_answers_without_sending_the_message_twice(
     retried = person.post(f"/chat/{session.pk}/messages/{message.pk}/retry", headers={"HX-Request": "true"})
     received = stream(live_app, person, message)
 
-    assert retried.status_code == 200 and "data-stream-url" in retried.content.decode()
+    # The page shows the exchange as it is when it answers: the reply being written (with
+    # its stream to follow) or, where the machine is busy and the retry's turn ran first
+    # in its own thread, the reply written whole.
+    shown = retried.content.decode()
+    assert retried.status_code == 200
+    assert "data-stream-url" in shown or "<p>Here is your week.</p>" in shown
     assert received[-1][0] == "done"
     assert Message.objects.filter(session=session, role="user").count() == 1
     assert replies(message) == [("complete", "Here is your week.")]
