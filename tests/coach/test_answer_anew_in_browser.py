@@ -141,7 +141,11 @@ def test_an_edit_refused_says_why_beside_the_box_and_keeps_the_words(
     settings.COACH_MESSAGES_PER_MINUTE = 0
 
     page.get_by_text("Edit", exact=True).click()
-    page.get_by_label("Edit what you wrote").fill("Plan my month")
+    # Typed once the box is ready, as a person sees it: opening it puts the caret at the end,
+    # which on a busy machine could land between a fill's select-all and its words.
+    box = page.get_by_label("Edit what you wrote")
+    expect(box).to_be_focused()
+    box.fill("Plan my month")
     page.get_by_role("button", name="Send edit").click()
 
     expect(page.locator(".message-edit-form .answer-error")).to_have_text(
