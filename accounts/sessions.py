@@ -53,6 +53,12 @@ class SessionStore(DatabaseSessionStore[LoginSession]):
     """Django's database store, through its documented extension points alone: the model
     (`get_model_class`, `create_model_instance`) and the read (`load`, `aload`)."""
 
+    # What load_with read for load() to take (a LoginSession, or None for none);
+    # _UNREAD when load() reads it itself.
+    _read_already: object = _UNREAD
+    # Set by the first load: SessionBase loads a session once, as it is first read.
+    _loaded = False
+
     @classmethod
     def get_model_class(cls) -> type[LoginSession]:
         return LoginSession
@@ -116,12 +122,6 @@ class SessionStore(DatabaseSessionStore[LoginSession]):
             return await super().aload()  # as in load()
         _owner_loaded.set(session.user)
         return self.decode(session.session_data)
-
-    # What load_with read for load() to take (a LoginSession, or None for none);
-    # _UNREAD when load() reads it itself.
-    _read_already: object = _UNREAD
-    # Set by the first load: SessionBase loads a session once, as it is first read.
-    _loaded = False
 
 
 @cache

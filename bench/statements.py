@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import statistics
 import subprocess
 import sys
@@ -93,8 +94,6 @@ KEYS = {"FIELD_ENCRYPTION_KEYS": "", "FIELD_LOOKUP_KEY": ""}
 
 def _child(tree: Path, database_url: str, embeddings: str, *, calls: int, redis_database: int) -> dict:
     if not KEYS["FIELD_ENCRYPTION_KEYS"]:
-        import secrets
-
         from cryptography.fernet import Fernet
 
         KEYS["FIELD_ENCRYPTION_KEYS"] = Fernet.generate_key().decode()

@@ -72,7 +72,8 @@ def emails_recently_sent(*, user: User, limit: int = LAST_EMAILS) -> list[Email]
 
 
 def emails_sent_lately(*, user: User, limit: int = LAST_EMAILS) -> list[Email]:
-    """emails_recently_sent with only what a prompt quotes: every turn reads them."""
+    """emails_recently_sent with only what a prompt quotes, read as a conversation's
+    prompt is assembled."""
     return list(emails_sent_to_user(user=user).only(*QUOTED)[:limit])
 
 
